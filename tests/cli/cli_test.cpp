@@ -1,0 +1,94 @@
+// Runs the real `cuda-agent` binary as a child process and checks what a user sees: help, exit
+// statuses and one-line errors.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "actors/process/subprocess.hpp"
+
+namespace cuda_agent {
+namespace {
+
+subprocess_result cli(std::vector<std::string> args) {
+  const char* binary = std::getenv("CUDA_AGENT_BINARY");
+  if (!binary) throw std::runtime_error{"CUDA_AGENT_BINARY is not set (run through ctest)"};
+  args.insert(args.begin(), binary);
+  subprocess_options options;
+  options.timeout = std::chrono::seconds{120};
+  return run_subprocess(args, options);
+}
+
+int line_count(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+TEST(cli, help_lists_the_subcommands) {
+  const auto r = cli({"--help"});
+  ASSERT_TRUE(r.ok()) << r.describe() << r.err;
+  for (const char* sub : {"demo", "config", "doctor", "log", "bench"})
+    EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+}
+
+TEST(cli, every_subcommand_has_help) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"demo"}, {"config", "show"}, {"config", "schema"}, {"doctor"},
+        {"log", "show"}, {"log", "stats"}, {"log", "export"}, {"bench", "log"}}) {
+    args.push_back("--help");
+    const auto r = cli(args);
+    EXPECT_TRUE(r.ok()) << args[0] << ": " << r.describe() << r.err;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << args[0] << r.out;
+  }
+}
+
+TEST(cli, unknown_flag_is_a_one_line_error) {
+  const auto r = cli({"config", "show", "--frobnicate"});
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("cuda-agent: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("--frobnicate"), std::string::npos) << r.err;
+}
+
+TEST(cli, missing_subcommand_is_an_error) {
+  const auto r = cli({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
+TEST(cli, bad_setting_is_a_one_line_error_naming_the_key) {
+  const auto r = cli({"--set", "log.segment_bytes=huge", "config", "show"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("log.segment_bytes"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(cli, missing_config_file_is_an_error) {
+  const auto r = cli({"--config", "/nonexistent/cuda-agent.toml", "config", "show"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
+TEST(cli, config_show_reports_overrides_and_their_origin) {
+  const auto r = cli({"--set", "log.fsync=always", "config", "show"});
+  ASSERT_TRUE(r.ok()) << r.err;
+  EXPECT_NE(r.out.find("fsync = \"always\"  # --set"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[log]"), std::string::npos) << r.out;
+}
+
+TEST(cli, doctor_passes_on_a_set_up_machine) {
+  const auto r = cli({"doctor"});
+  EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.out << r.err;
+  EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out;
+}
+
+TEST(cli, doctor_fails_with_a_python_that_has_no_torch) {
+  const auto r = cli({"--set", "harness.python=/bin/false", "doctor"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAIL  harness.python '/bin/false'"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cuda_agent

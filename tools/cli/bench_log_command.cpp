@@ -1,0 +1,5 @@
+// Placeholder until the message-log commands land.
+#include "tools/cli/commands.hpp"
+namespace cuda_agent::cli {
+void add_bench_log_command(CLI::App&, invocation&) {}
+}  // namespace cuda_agent::cli

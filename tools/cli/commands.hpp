@@ -1,0 +1,31 @@
+// Subcommands of the `cuda-agent` binary. Each `add_*` registers a subcommand on the given
+// CLI11 app; when that subcommand is chosen, its callback stores the action in
+// `invocation::action`, which main() runs once the settings are loaded and validated.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+#include "config/settings.hpp"
+
+namespace cuda_agent::cli {
+
+struct invocation {
+  settings config;
+  std::function<int()> action;  // returns the process exit status
+};
+
+// Thrown by an action for bad usage discovered after parsing (a missing file, a bad filter):
+// main prints "cuda-agent: error: <what>" on one line and exits with status 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void add_config_command(CLI::App& app, invocation& inv);   // config_command.cpp
+void add_doctor_command(CLI::App& app, invocation& inv);   // doctor_command.cpp
+void add_demo_command(CLI::App& app, invocation& inv);     // demo_command.cpp
+void add_log_command(CLI::App& app, invocation& inv);      // log_command.cpp
+void add_bench_log_command(CLI::App& bench, invocation& inv);  // bench_log_command.cpp
+
+}  // namespace cuda_agent::cli

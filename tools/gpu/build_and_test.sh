@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds and tests cuda-agent on a GPU host that has no package registry (the H200 host).
+#
+# Debian bookworm packages travel as .deb files in $DEPS_DIR (default .deps/, fetched on a
+# bookworm machine with tools/gpu/fetch_debs.sh) and are unpacked under /opt/deps, never into /.
+# LibTorch comes from the host's own torch (must be 2.11.0). Writes logs and timings to $OUT_DIR
+# (default $OUT where set, else build-gpu/).
+#
+#   tools/gpu/build_and_test.sh [extra ctest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+deps_dir="${DEPS_DIR:-.deps}"
+prefix=/opt/deps
+build_dir="${BUILD_DIR:-build-gpu}"
+out_dir="${OUT_DIR:-${OUT:-$build_dir}}"
+python="$(command -v "${PYTHON:-python3}")"
+mkdir -p "$out_dir" "$prefix"
+
+stamp() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+t0=$(stamp)
+shopt -s nullglob
+debs=("$deps_dir"/*.deb)
+[ ${#debs[@]} -gt 0 ] || { echo "no .deb files in $deps_dir: run tools/gpu/fetch_debs.sh on a bookworm machine" >&2; exit 2; }
+for deb in "${debs[@]}"; do dpkg -x "$deb" "$prefix"; done
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+"$python" -c 'import torch; assert torch.__version__.startswith("2.11.0"), torch.__version__' \
+  || { echo "$python must have torch 2.11.0" >&2; exit 2; }
+
+t1=$(stamp)
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix/usr" \
+  -DCMAKE_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu" \
+  -DCMAKE_INCLUDE_PATH="$prefix/usr/include" \
+  -DCUDA_AGENT_PYTHON="$python" 2>&1 | tee "$out_dir/configure.log"
+t2=$(stamp)
+cmake --build "$build_dir" -j "$(nproc)" 2>&1 | tee "$out_dir/build.log"
+t3=$(stamp)
+set +e
+ctest --test-dir "$build_dir" --output-on-failure -j 4 "$@" 2>&1 | tee "$out_dir/ctest.log"
+ctest_rc=${PIPESTATUS[0]}
+set -e
+t4=$(stamp)
+"$build_dir/tools/cuda-agent" doctor 2>&1 | tee "$out_dir/doctor.log"
+
+cat <<SUMMARY | tee "$out_dir/summary.txt"
+host:       $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores
+unpack:     $(elapsed "$t0" "$t1") s
+configure:  $(elapsed "$t1" "$t2") s
+build:      $(elapsed "$t2" "$t3") s
+ctest:      $(elapsed "$t3" "$t4") s (exit $ctest_rc)
+SUMMARY
+exit "$ctest_rc"
