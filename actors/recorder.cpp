@@ -1,0 +1,37 @@
+#include "actors/recorder.hpp"
+
+#include <caf/all.hpp>
+
+namespace cuda_agent {
+namespace {
+
+struct recorder_state {
+  std::shared_ptr<message_log::writer> writer;
+  static inline const char* name = "recorder";
+};
+
+caf::behavior recorder(caf::stateful_actor<recorder_state>* self,
+                       std::shared_ptr<message_log::writer> writer) {
+  self->state.writer = std::move(writer);
+  // An append that fails (a full disk) throws, which ends the recorder with an error: its
+  // supervisor decides what happens next, and no record is half-written (writer.hpp).
+  return {
+      [=](record_atom, const recorded_message& m) -> uint64_t {
+        return self->state.writer->append(m.sender, m.receiver, m.type, m.episode, m.payload);
+      },
+      [=](flush_atom) { self->state.writer->flush(); },
+  };
+}
+
+}  // namespace
+
+void add_recorder_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<recorded_message>("recorded_message");
+}
+
+caf::actor spawn_recorder(caf::actor_system& system, message_log::writer writer) {
+  auto shared = std::make_shared<message_log::writer>(std::move(writer));
+  return system.spawn<caf::detached>(recorder, std::move(shared));
+}
+
+}  // namespace cuda_agent

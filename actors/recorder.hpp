@@ -1,0 +1,56 @@
+// The recorder: the actor that owns the message log's writer. Actors send it every message that
+// crosses an actor boundary and matters for a result; it appends them in arrival order.
+//
+// It runs detached (a thread of its own) because appends are blocking file I/O that must not
+// stall the scheduler's worker threads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "actors/message_log/writer.hpp"
+#include "messages/codec.hpp"
+
+namespace cuda_agent {
+
+using record_atom = caf::atom_constant<caf::atom("record")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+
+// One message as the log stores it: who sent what to whom, the payload already msgpack-encoded.
+struct recorded_message {
+  std::string sender;
+  std::string receiver;
+  std::string type;
+  std::string episode;  // empty when the message belongs to no episode
+  std::string payload;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recorded_message& x) {
+  return f(caf::meta::type_name("recorded_message"), x.sender, x.receiver, x.type, x.episode,
+           x.payload);
+}
+
+template <class T>
+recorded_message make_record(std::string sender, std::string receiver, std::string episode,
+                             const T& message) {
+  return {std::move(sender), std::move(receiver), std::string{type_name_of<T>()},
+          std::move(episode), encode(message)};
+}
+
+// Registers the recorder's own message type; call beside register_message_types on every node.
+void add_recorder_types(caf::actor_system_config& cfg);
+
+// Spawns the recorder around an opened writer (opening first makes a bad log directory an error
+// of the caller, not a dead actor). Understands:
+//   (record_atom, recorded_message) -> uint64_t   the record's sequence number
+//   (flush_atom) -> void                          forces the log to stable storage
+caf::actor spawn_recorder(caf::actor_system& system, message_log::writer writer);
+
+}  // namespace cuda_agent

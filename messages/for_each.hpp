@@ -1,0 +1,42 @@
+// CUDA_AGENT_FOR_EACH(m, a, b, c) expands to m(a) m(b) m(c), for up to 32 arguments.
+// Generated once; only fields.hpp uses it.
+#pragma once
+
+#define CUDA_AGENT_CAT_(a, b) a##b
+#define CUDA_AGENT_CAT(a, b) CUDA_AGENT_CAT_(a, b)
+#define CUDA_AGENT_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, n, ...) n
+#define CUDA_AGENT_NARGS(...) CUDA_AGENT_NARGS_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+#define CUDA_AGENT_FE_1(m, x) m(x)
+#define CUDA_AGENT_FE_2(m, x, ...) m(x) CUDA_AGENT_FE_1(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_3(m, x, ...) m(x) CUDA_AGENT_FE_2(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_4(m, x, ...) m(x) CUDA_AGENT_FE_3(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_5(m, x, ...) m(x) CUDA_AGENT_FE_4(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_6(m, x, ...) m(x) CUDA_AGENT_FE_5(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_7(m, x, ...) m(x) CUDA_AGENT_FE_6(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_8(m, x, ...) m(x) CUDA_AGENT_FE_7(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_9(m, x, ...) m(x) CUDA_AGENT_FE_8(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_10(m, x, ...) m(x) CUDA_AGENT_FE_9(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_11(m, x, ...) m(x) CUDA_AGENT_FE_10(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_12(m, x, ...) m(x) CUDA_AGENT_FE_11(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_13(m, x, ...) m(x) CUDA_AGENT_FE_12(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_14(m, x, ...) m(x) CUDA_AGENT_FE_13(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_15(m, x, ...) m(x) CUDA_AGENT_FE_14(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_16(m, x, ...) m(x) CUDA_AGENT_FE_15(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_17(m, x, ...) m(x) CUDA_AGENT_FE_16(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_18(m, x, ...) m(x) CUDA_AGENT_FE_17(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_19(m, x, ...) m(x) CUDA_AGENT_FE_18(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_20(m, x, ...) m(x) CUDA_AGENT_FE_19(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_21(m, x, ...) m(x) CUDA_AGENT_FE_20(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_22(m, x, ...) m(x) CUDA_AGENT_FE_21(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_23(m, x, ...) m(x) CUDA_AGENT_FE_22(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_24(m, x, ...) m(x) CUDA_AGENT_FE_23(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_25(m, x, ...) m(x) CUDA_AGENT_FE_24(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_26(m, x, ...) m(x) CUDA_AGENT_FE_25(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_27(m, x, ...) m(x) CUDA_AGENT_FE_26(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_28(m, x, ...) m(x) CUDA_AGENT_FE_27(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_29(m, x, ...) m(x) CUDA_AGENT_FE_28(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_30(m, x, ...) m(x) CUDA_AGENT_FE_29(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_31(m, x, ...) m(x) CUDA_AGENT_FE_30(m, __VA_ARGS__)
+#define CUDA_AGENT_FE_32(m, x, ...) m(x) CUDA_AGENT_FE_31(m, __VA_ARGS__)
+#define CUDA_AGENT_FOR_EACH(m, ...) \
+  CUDA_AGENT_CAT(CUDA_AGENT_FE_, CUDA_AGENT_NARGS(__VA_ARGS__))(m, __VA_ARGS__)

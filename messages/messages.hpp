@@ -1,0 +1,310 @@
+// The protocol: every message that crosses an actor boundary and matters for a result.
+//
+// Conventions: times are nanoseconds since the Unix epoch (`*_ns`) or durations in milliseconds
+// (`*_ms`); a measurement that was not taken is NaN (rendered as null in JSON); identifiers are
+// strings so that they stay unique across nodes. Adding a type: declare it here with
+// CUDA_AGENT_FIELDS and add it to all_message_types in registry.hpp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "messages/fields.hpp"
+
+namespace cuda_agent {
+
+inline constexpr double not_measured = std::numeric_limits<double>::quiet_NaN();
+
+// --- Tasks -------------------------------------------------------------------------------------
+
+// A PyTorch reference program in the KernelBench format (Model, get_inputs, get_init_inputs).
+struct task_spec {
+  std::string id;
+  int32_t level = 0;
+  std::string name;
+  std::string source;                  // where it came from: "kernelbench", "ops-6k", "synth", ...
+  std::vector<std::string> operators;  // torch operators it composes
+  std::string model_py;                // the program text
+  std::map<std::string, std::string> metadata;  // sizes, dtypes, anything else worth keeping
+};
+CUDA_AGENT_FIELDS(task_spec, id, level, name, source, operators, model_py, metadata)
+
+// --- Episode lifecycle -----------------------------------------------------------------------
+
+CUDA_AGENT_ENUM(termination, agent_done, turn_budget, token_budget, timeout, error,
+                infrastructure_failure)
+
+struct episode_started {
+  std::string episode_id;
+  std::string task_id;
+  std::string policy;
+  std::string device;  // "cpu" or "cuda"
+  int32_t attempt = 0;  // > 0 when the episode is retried after an infrastructure failure
+  int64_t weight_version = 0;
+  int64_t started_at_ns = 0;
+};
+CUDA_AGENT_FIELDS(episode_started, episode_id, task_id, policy, device, attempt, weight_version,
+                  started_at_ns)
+
+struct episode_ended {
+  std::string episode_id;
+  termination reason = termination::agent_done;
+  int32_t turns = 0;
+  int64_t tokens = 0;
+  int32_t reward = -1;
+  double wall_ms = 0;
+  std::string error;
+};
+CUDA_AGENT_FIELDS(episode_ended, episode_id, reason, turns, tokens, reward, wall_ms, error)
+
+// --- Policy --------------------------------------------------------------------------------------
+
+struct tool_call {
+  std::string call_id;
+  std::string tool;  // Bash, Read, Write, Edit, MultiEdit, Glob, Grep, BashOutput, KillBash
+  std::string arguments_json;
+};
+CUDA_AGENT_FIELDS(tool_call, call_id, tool, arguments_json)
+
+struct chat_message {
+  std::string role;  // system, user, assistant, tool
+  std::string content;
+  std::string tool_call_id;  // for role "tool": the call this answers
+  std::vector<tool_call> tool_calls;
+};
+CUDA_AGENT_FIELDS(chat_message, role, content, tool_call_id, tool_calls)
+
+struct policy_request {
+  std::string episode_id;
+  int32_t turn = 0;
+  std::vector<chat_message> messages;
+  std::vector<std::string> tools;  // names of the tools the model may call
+  int32_t max_tokens = 0;
+  double temperature = 1.0;
+  double top_p = 1.0;
+};
+CUDA_AGENT_FIELDS(policy_request, episode_id, turn, messages, tools, max_tokens, temperature,
+                  top_p)
+
+struct policy_response {
+  std::string episode_id;
+  int32_t turn = 0;
+  std::string content;
+  std::vector<tool_call> tool_calls;
+  std::vector<int32_t> token_ids;  // exactly the tokens sampled, where the server returns them
+  std::vector<float> logprobs;     // one per token id
+  std::string finish_reason;
+  int64_t weight_version = 0;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  std::string context_action;  // "none", or what the context policy did ("truncated_tool_outputs")
+};
+CUDA_AGENT_FIELDS(policy_response, episode_id, turn, content, tool_calls, token_ids, logprobs,
+                  finish_reason, weight_version, prompt_tokens, completion_tokens, context_action)
+
+// --- Tools -------------------------------------------------------------------------------------
+
+struct tool_request {
+  std::string episode_id;
+  int32_t turn = 0;
+  tool_call call;
+};
+CUDA_AGENT_FIELDS(tool_request, episode_id, turn, call)
+
+struct tool_result {
+  std::string episode_id;
+  std::string call_id;
+  std::string tool;
+  std::string output;
+  int32_t exit_code = 0;
+  bool truncated = false;
+  bool is_error = false;
+  double duration_ms = 0;
+};
+CUDA_AGENT_FIELDS(tool_result, episode_id, call_id, tool, output, exit_code, truncated, is_error,
+                  duration_ms)
+
+// --- Compile, verify and profile jobs ------------------------------------------------------------
+
+struct compile_job {
+  std::string job_id;
+  std::string episode_id;
+  std::string solution_dir;
+  std::string device;
+  std::string arch;  // "sm_90"; empty on CPU
+};
+CUDA_AGENT_FIELDS(compile_job, job_id, episode_id, solution_dir, device, arch)
+
+struct compile_result {
+  std::string job_id;
+  bool ok = false;
+  std::string module_path;
+  std::string diagnostics;  // condensed for the agent; the full log stays on disk
+  bool cache_hit = false;
+  double duration_ms = 0;
+  std::string error;
+};
+CUDA_AGENT_FIELDS(compile_result, job_id, ok, module_path, diagnostics, cache_hit, duration_ms,
+                  error)
+
+struct verify_job {
+  std::string job_id;
+  std::string episode_id;
+  std::string task_path;
+  std::string solution_dir;
+  std::string module_path;
+  std::string device;
+  double atol = 1e-2;
+  double rtol = 1e-2;
+  int32_t input_sets = 5;
+  uint64_t seed = 0;
+};
+CUDA_AGENT_FIELDS(verify_job, job_id, episode_id, task_path, solution_dir, module_path, device, atol,
+                  rtol, input_sets, seed)
+
+struct verify_result {
+  std::string job_id;
+  bool correct = false;
+  std::vector<std::string> violations;  // each caught trick, named
+  std::string error;
+  double duration_ms = 0;
+};
+CUDA_AGENT_FIELDS(verify_result, job_id, correct, violations, error, duration_ms)
+
+struct timing_stats {
+  double median_ms = not_measured;
+  double mean_ms = not_measured;
+  double min_ms = not_measured;
+  double max_ms = not_measured;
+  double p10_ms = not_measured;
+  double p90_ms = not_measured;
+  double cv = not_measured;  // coefficient of variation of the timed runs
+  int32_t runs = 0;
+};
+CUDA_AGENT_FIELDS(timing_stats, median_ms, mean_ms, min_ms, max_ms, p10_ms, p90_ms, cv, runs)
+
+struct profile_job {
+  std::string job_id;
+  std::string episode_id;
+  std::string task_path;
+  std::string solution_dir;
+  std::string module_path;
+  std::string device;
+  int32_t warmup_runs = 0;
+  int32_t timed_runs = 0;
+};
+CUDA_AGENT_FIELDS(profile_job, job_id, episode_id, task_path, solution_dir, module_path, device,
+                  warmup_runs, timed_runs)
+
+struct profile_result {
+  std::string job_id;
+  timing_stats eager;
+  timing_stats compiled;
+  timing_stats candidate;
+  std::string error;
+};
+CUDA_AGENT_FIELDS(profile_result, job_id, eager, compiled, candidate, error)
+
+// --- Rewards -------------------------------------------------------------------------------------
+
+// The outcome of evaluating one candidate: the fields of `cuda-agent check --json`, plus where
+// it belongs. Speed-ups and times are NaN when not measured; an empty error means none.
+struct reward_record {
+  std::string episode_id;
+  std::string job_id;
+  bool compiled = false;
+  bool correct = false;
+  std::vector<std::string> violations;
+  int32_t reward = -1;
+  double t_eager_ms = not_measured;
+  double t_compile_ms = not_measured;
+  double t_new_ms = not_measured;
+  double speedup_eager = not_measured;
+  double speedup_compile = not_measured;
+  std::string error;
+};
+CUDA_AGENT_FIELDS(reward_record, episode_id, job_id, compiled, correct, violations, reward,
+                  t_eager_ms, t_compile_ms, t_new_ms, speedup_eager, speedup_compile, error)
+
+// The paper's milestone reward: b(t, t0) = (t0 - t) / t0 > 5%; -1 when not correct, 3 when
+// faster than both eager and torch.compile, 2 when faster than eager only, 1 otherwise. A time
+// that was not measured (NaN) is never "faster".
+int32_t milestone_reward(bool correct, double t_new_ms, double t_eager_ms, double t_compile_ms);
+
+// --- Trajectories ----------------------------------------------------------------------------------
+
+struct trajectory_turn {
+  int32_t turn = 0;
+  int32_t prompt_token_count = 0;
+  std::vector<int32_t> token_ids;
+  std::vector<float> logprobs;
+  std::vector<uint8_t> loss_mask;  // 1 where the token was the policy's and is trained on
+  std::string observation;         // tool results fed back after this turn
+  int64_t weight_version = 0;
+};
+CUDA_AGENT_FIELDS(trajectory_turn, turn, prompt_token_count, token_ids, logprobs, loss_mask,
+                  observation, weight_version)
+
+struct trajectory {
+  std::string episode_id;
+  std::string task_id;
+  std::string policy;
+  std::vector<trajectory_turn> turns;
+  int32_t reward = -1;
+  termination reason = termination::agent_done;
+};
+CUDA_AGENT_FIELDS(trajectory, episode_id, task_id, policy, turns, reward, reason)
+
+// --- Learner -------------------------------------------------------------------------------------
+
+CUDA_AGENT_ENUM(learner_phase, rft, value_pretrain, ppo)
+
+struct learner_update {
+  int64_t step = 0;
+  learner_phase phase = learner_phase::rft;
+  int64_t weight_version = 0;
+  int64_t samples = 0;
+  double loss = not_measured;
+  double policy_loss = not_measured;
+  double value_loss = not_measured;
+  double kl = not_measured;
+  double entropy = not_measured;
+  double clip_fraction = not_measured;
+  std::string checkpoint_path;
+};
+CUDA_AGENT_FIELDS(learner_update, step, phase, weight_version, samples, loss, policy_loss,
+                  value_loss, kl, entropy, clip_fraction, checkpoint_path)
+
+// --- Node membership -------------------------------------------------------------------------------
+
+struct node_join {
+  std::string node_id;
+  std::string host;
+  uint16_t port = 0;
+  int32_t gpu_slots = 0;
+  int32_t compiler_workers = 0;
+  std::vector<std::string> devices;  // "H200 sm_90", ...
+};
+CUDA_AGENT_FIELDS(node_join, node_id, host, port, gpu_slots, compiler_workers, devices)
+
+struct node_leave {
+  std::string node_id;
+  std::string reason;
+};
+CUDA_AGENT_FIELDS(node_leave, node_id, reason)
+
+struct node_heartbeat {
+  std::string node_id;
+  int64_t sent_at_ns = 0;
+  int32_t free_gpu_slots = 0;
+  int32_t free_compiler_workers = 0;
+};
+CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_compiler_workers)
+
+}  // namespace cuda_agent
+
+#include "messages/codec.hpp"  // encoded_equal, used by operator== of every message

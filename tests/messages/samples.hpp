@@ -1,0 +1,82 @@
+// One instance of every message type with every field set away from its default, so that a
+// field dropped by the encoding shows up as a round-trip difference.
+#pragma once
+
+#include "messages/registry.hpp"
+
+namespace cuda_agent::testing {
+
+template <class T>
+T sample();
+
+inline tool_call sample_call(int i) {
+  return {"call-" + std::to_string(i), "Write", R"({"file_path":"kernels/k.cu","content":"//"})"};
+}
+
+template <> inline task_spec sample() {
+  return {"L1-19", 1, "relu", "kernelbench", {"relu", "add"}, "class Model: ...",
+          {{"batch", "16"}, {"dtype", "float32"}}};
+}
+template <> inline episode_started sample() {
+  return {"ep-7", "L1-19", "openai", "cuda", 2, 41, 1764547200123456789};
+}
+template <> inline episode_ended sample() {
+  return {"ep-7", termination::token_budget, 37, 120001, 3, 5432.25, "context exhausted"};
+}
+template <> inline tool_call sample() { return sample_call(1); }
+template <> inline chat_message sample() {
+  return {"assistant", "Let me write the kernel.", "call-0", {sample_call(1), sample_call(2)}};
+}
+template <> inline policy_request sample() {
+  return {"ep-7", 3, {sample<chat_message>(), {"tool", "ok", "call-1", {}}}, {"Bash", "Write"},
+          4096, 0.7, 0.95};
+}
+template <> inline policy_response sample() {
+  return {"ep-7", 3, "thinking", {sample_call(3)}, {151644, 872, -1}, {-0.25f, -1.5f, 0.0f},
+          "tool_calls", 41, 1200, 3, "truncated_tool_outputs"};
+}
+template <> inline tool_request sample() { return {"ep-7", 3, sample_call(4)}; }
+template <> inline tool_result sample() {
+  return {"ep-7", "call-4", "Bash", "nvcc: error", 2, true, true, 12.5};
+}
+template <> inline compile_job sample() { return {"job-1", "ep-7", "/work/ep-7", "cuda", "sm_90"}; }
+template <> inline compile_result sample() {
+  return {"job-1", true, "/cache/ab12/cuda_extension.so", "1 warning", true, 310.5, "none"};
+}
+template <> inline verify_job sample() {
+  return {"job-2", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cuda", 1e-3, 2e-3,
+          7, 12345678901234ull};
+}
+template <> inline verify_result sample() {
+  return {"job-2", true, {"output_memory_reuse", "side_stream"}, "mismatch", 88.0};
+}
+template <> inline timing_stats sample() { return {1.5, 1.6, 1.4, 2.0, 1.45, 1.8, 0.004, 100}; }
+template <> inline profile_job sample() {
+  return {"job-3", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cuda", 10, 100};
+}
+template <> inline profile_result sample() {
+  auto t = sample<timing_stats>();
+  auto c = t;
+  c.median_ms = 0.9;
+  return {"job-3", t, t, c, "no error"};
+}
+template <> inline reward_record sample() {
+  return {"ep-7", "job-3", true, true, {"none"}, 3, 1.5, 1.2, 0.9, 1.666, 1.333, "n/a"};
+}
+template <> inline trajectory_turn sample() {
+  return {2, 900, {1, 2, 3}, {-0.5f, -0.25f, -0.125f}, {1, 1, 0}, "exit 0", 41};
+}
+template <> inline trajectory sample() {
+  return {"ep-7", "L1-19", "openai", {sample<trajectory_turn>(), sample<trajectory_turn>()}, 2,
+          termination::turn_budget};
+}
+template <> inline learner_update sample() {
+  return {12, learner_phase::ppo, 13, 256, 0.5, 0.25, 0.125, 0.01, 1.2, 0.05, "/ckpt/13"};
+}
+template <> inline node_join sample() {
+  return {"node-b", "10.0.0.2", 4242, 8, 16, {"H200 sm_90", "H200 sm_90"}};
+}
+template <> inline node_leave sample() { return {"node-b", "connection lost"}; }
+template <> inline node_heartbeat sample() { return {"node-b", 1764547200000000000, 3, 7}; }
+
+}  // namespace cuda_agent::testing
