@@ -15,6 +15,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/message_log/writer.hpp"
+#include "config/settings.hpp"
 #include "messages/codec.hpp"
 
 namespace cuda_agent {
@@ -44,12 +45,16 @@ recorded_message make_record(std::string sender, std::string receiver, std::stri
           std::move(episode), encode(message)};
 }
 
+// Writer options from the log.* settings; `dir` overrides log.dir when not empty.
+message_log::writer_options log_writer_options(const settings& config,
+                                               const std::filesystem::path& dir = {});
+
 // Registers the recorder's own message type; call beside register_message_types on every node.
 void add_recorder_types(caf::actor_system_config& cfg);
 
 // Spawns the recorder around an opened writer (opening first makes a bad log directory an error
 // of the caller, not a dead actor). Understands:
-//   (record_atom, recorded_message) -> uint64_t   the record's sequence number
+//   (record_atom, recorded_message) -> void       appends it (send it; no need to wait)
 //   (flush_atom) -> void                          forces the log to stable storage
 caf::actor spawn_recorder(caf::actor_system& system, message_log::writer writer);
 

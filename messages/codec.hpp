@@ -1,7 +1,14 @@
-// msgpack encoding of protocol messages, strict decoding, and rendering of any msgpack payload as
-// JSON (for `cuda-agent log show --payload` and `log export`).
+// msgpack encoding of protocol messages (the message log's payloads), strict decoding, and
+// rendering of any msgpack payload as JSON (`cuda-agent log show`, `log export`).
+//
+// A message is encoded as a map from field name to value, and an enumeration as its name, so a
+// payload describes itself: a log can be read without the program that wrote it. Decoding is
+// strict: a payload that is not exactly one well-formed encoding of the expected type throws
+// decode_error naming the type and the field.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -13,17 +20,11 @@
 
 namespace cuda_agent {
 
-// A payload that is not a valid encoding of the expected type. The message names the type and,
-// where there is one, the field.
+// A payload that is not a valid encoding of the expected type, e.g.
+// "profile_result: field 'eager': timing_stats: field 'cv' is missing".
 struct decode_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// The name a message type has in the log and on the wire ("policy_request").
-template <class T>
-constexpr const char* type_name_of() {
-  return message_name(static_cast<const T*>(nullptr));
-}
 
 template <class T>
 std::string encode(const T& message) {
@@ -32,90 +33,66 @@ std::string encode(const T& message) {
   return std::string{buffer.data(), buffer.size()};
 }
 
-// Decodes exactly one T from the bytes: a truncated payload, trailing bytes, a missing, extra or
-// mistyped field all throw decode_error.
+namespace detail {
+
+// Parses exactly one msgpack value spanning all of `bytes`; `what` prefixes error messages.
+// Container sizes are bounded by the payload's length, so a corrupt length cannot make the
+// parser allocate gigabytes.
+msgpack::object_handle unpack_exactly_one(std::string_view bytes, std::string_view what);
+
+}  // namespace detail
+
+// Decodes exactly one T from the bytes. A truncated payload, trailing bytes, a payload that is not
+// a map, a missing, extra, duplicated or mistyped field and an unknown enumeration name all
+// throw decode_error.
 template <class T>
 T decode(std::string_view bytes) {
-  msgpack::object_handle handle;
-  std::size_t offset = 0;
+  const auto handle = detail::unpack_exactly_one(bytes, type_name_of<T>());
+  T message;
   try {
-    handle = msgpack::unpack(bytes.data(), bytes.size(), offset);
+    handle.get().convert(message);
+  } catch (const decode_error&) {
+    throw;
   } catch (const std::exception& e) {
-    throw decode_error{std::string{type_name_of<T>()} + ": payload is not valid msgpack (" +
-                       e.what() + ")"};
+    throw decode_error{std::string{type_name_of<T>()} + ": " + e.what()};
   }
-  if (offset != bytes.size())
-    throw decode_error{std::string{type_name_of<T>()} + ": " +
-                       std::to_string(bytes.size() - offset) + " trailing bytes after the message"};
-  T out;
-  handle.get().convert(out);
-  return out;
+  return message;
 }
 
-// Renders any msgpack value: maps with string keys become objects, NaN and infinities null,
-// binary data a hex string.
+// Renders any msgpack payload: maps become objects (keys that are not strings are rendered as
+// JSON text), NaN and infinities become null, binary data a lowercase hex string, ext values a
+// placeholder string. Throws decode_error when the bytes are not exactly one msgpack value.
 nlohmann::json msgpack_to_json(std::string_view bytes);
 
 namespace detail {
 
-template <class T>
-bool encoded_equal(const T& a, const T& b) {
-  return encode(a) == encode(b);
+// Not templates, so that they are compiled once (codec.cpp).
+const msgpack::object* find_field(const msgpack::object& map, const std::string& name);
+[[noreturn]] void throw_missing_field(const char* type, const std::string& name);
+[[noreturn]] void throw_field_error(const char* type, const std::string& name,
+                                    const msgpack::object& value, const std::exception& e);
+[[noreturn]] void throw_not_a_map(const char* type, const msgpack::object& value);
+// Called when the map's size differs from the field count although every field was found.
+[[noreturn]] void throw_extra_fields(const char* type, const msgpack::object& map,
+                                     const std::vector<std::string>& names);
+[[noreturn]] void throw_unknown_enum_name(const char* enum_type, const msgpack::object& value);
+
+template <class Field>
+void convert_field(const msgpack::object& map, const char* type, const std::string& name,
+                   Field& field) {
+  const msgpack::object* value = find_field(map, name);
+  if (value == nullptr) throw_missing_field(type, name);
+  try {
+    value->convert(field);
+  } catch (const std::exception& e) {
+    throw_field_error(type, name, *value, e);
+  }
 }
-
-// Walks a message's fields (through its inspect overload) and packs them as a name -> value map.
-template <class Stream>
-struct field_packer {
-  using result_type = void;
-  msgpack::packer<Stream>& out;
-  const std::vector<std::string>& names;
-
-  template <class... Fields>
-  void operator()(caf::meta::type_name_t, Fields&... fields) {
-    out.pack_map(static_cast<uint32_t>(sizeof...(Fields)));
-    std::size_t i = 0;
-    ((out.pack(names[i++]), out.pack(fields)), ...);
-  }
-};
-
-// Fills a message's fields from a name -> value map, strictly.
-struct field_converter {
-  using result_type = void;
-  const msgpack::object& in;
-  const std::vector<std::string>& names;
-  const char* type;
-
-  template <class... Fields>
-  void operator()(caf::meta::type_name_t, Fields&... fields) {
-    if (in.type != msgpack::type::MAP)
-      throw decode_error{std::string{type} + ": expected a map of fields"};
-    std::size_t i = 0;
-    (convert_field(names[i++], fields), ...);
-    if (in.via.map.size != sizeof...(Fields)) reject_unknown_field();
-  }
-
-  template <class Field>
-  void convert_field(const std::string& name, Field& field) {
-    for (uint32_t k = 0; k < in.via.map.size; ++k) {
-      const auto& entry = in.via.map.ptr[k];
-      if (entry.key.type == msgpack::type::STR && entry.key.as<std::string_view>() == name) {
-        try {
-          entry.val.convert(field);
-        } catch (const msgpack::type_error&) {
-          throw decode_error{std::string{type} + ": field '" + name + "' has the wrong type"};
-        }
-        return;
-      }
-    }
-    throw decode_error{std::string{type} + ": field '" + name + "' is missing"};
-  }
-
-  void reject_unknown_field() const;
-};
 
 }  // namespace detail
 }  // namespace cuda_agent
 
+// msgpack-c adaptors for every type declared with CUDA_AGENT_FIELDS or CUDA_AGENT_ENUM.
 namespace msgpack {
 MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   namespace adaptor {
@@ -124,9 +101,12 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   struct pack<T, std::enable_if_t<cuda_agent::detail::has_fields<T>::value>> {
     template <class Stream>
     packer<Stream>& operator()(packer<Stream>& out, const T& message) const {
-      cuda_agent::detail::field_packer<Stream> walk{out,
-                                                    field_names(static_cast<const T*>(nullptr))};
-      inspect(walk, const_cast<T&>(message));  // the packer only reads
+      const auto& names = field_names(static_cast<const T*>(nullptr));
+      cuda_agent::visit_fields(message, [&](const auto&... fields) {
+        out.pack_map(static_cast<uint32_t>(sizeof...(fields)));
+        std::size_t i = 0;
+        ((out.pack(names[i++]), out.pack(fields)), ...);
+      });
       return out;
     }
   };
@@ -134,10 +114,34 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   template <class T>
   struct convert<T, std::enable_if_t<cuda_agent::detail::has_fields<T>::value>> {
     const msgpack::object& operator()(const msgpack::object& in, T& message) const {
-      cuda_agent::detail::field_converter walk{in, field_names(static_cast<const T*>(nullptr)),
-                                               cuda_agent::type_name_of<T>()};
-      inspect(walk, message);
+      const char* type = cuda_agent::type_name_of<T>();
+      if (in.type != msgpack::type::MAP) cuda_agent::detail::throw_not_a_map(type, in);
+      const auto& names = field_names(static_cast<const T*>(nullptr));
+      cuda_agent::visit_fields(message, [&](auto&... fields) {
+        std::size_t i = 0;
+        (cuda_agent::detail::convert_field(in, type, names[i++], fields), ...);
+      });
+      if (in.via.map.size != names.size()) cuda_agent::detail::throw_extra_fields(type, in, names);
       return in;
+    }
+  };
+
+  template <class T>
+  struct object_with_zone<T, std::enable_if_t<cuda_agent::detail::has_fields<T>::value>> {
+    void operator()(msgpack::object::with_zone& out, const T& message) const {
+      const auto& names = field_names(static_cast<const T*>(nullptr));
+      cuda_agent::visit_fields(message, [&](const auto&... fields) {
+        constexpr auto size = sizeof...(fields);
+        auto* entries = static_cast<msgpack::object_kv*>(out.zone.allocate_align(
+            sizeof(msgpack::object_kv) * size, MSGPACK_ZONE_ALIGNOF(msgpack::object_kv)));
+        std::size_t i = 0;
+        ((entries[i].key = msgpack::object{names[i], out.zone},
+          entries[i].val = msgpack::object{fields, out.zone}, ++i),
+         ...);
+        out.type = msgpack::type::MAP;
+        out.via.map.size = static_cast<uint32_t>(size);
+        out.via.map.ptr = entries;
+      });
     }
   };
 
@@ -153,12 +157,20 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   struct convert<E, std::enable_if_t<cuda_agent::detail::is_named_enum<E>::value>> {
     const msgpack::object& operator()(const msgpack::object& in, E& value) const {
       if (in.type != msgpack::type::STR) throw msgpack::type_error{};
-      if (!from_string(in.as<std::string_view>(), value))
-        throw cuda_agent::decode_error{"unknown enumeration value '" + in.as<std::string>() + "'"};
+      if (!from_string(std::string_view{in.via.str.ptr, in.via.str.size}, value))
+        cuda_agent::detail::throw_unknown_enum_name(enum_type_name(static_cast<const E*>(nullptr)),
+                                                    in);
       return in;
     }
   };
 
+  template <class E>
+  struct object_with_zone<E, std::enable_if_t<cuda_agent::detail::is_named_enum<E>::value>> {
+    void operator()(msgpack::object::with_zone& out, const E& value) const {
+      object_with_zone<std::string>{}(out, to_string(value));
+    }
+  };
+
   }  // namespace adaptor
-}  // MSGPACK_API_VERSION_NAMESPACE
+}  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
 }  // namespace msgpack

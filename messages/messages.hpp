@@ -1,21 +1,31 @@
 // The protocol: every message that crosses an actor boundary and matters for a result.
 //
 // Conventions: times are nanoseconds since the Unix epoch (`*_ns`) or durations in milliseconds
-// (`*_ms`); a measurement that was not taken is NaN (rendered as null in JSON); identifiers are
-// strings so that they stay unique across nodes. Adding a type: declare it here with
-// CUDA_AGENT_FIELDS and add it to all_message_types in registry.hpp.
+// (`*_ms`); a measurement that was not taken is NaN (`not_measured`, rendered as null in JSON),
+// because CAF 0.17 cannot inspect std::optional; identifiers are strings so that they stay unique
+// across nodes. Every type is default- and copy-constructible, as CAF requires.
+//
+// Adding a type: declare it here with CUDA_AGENT_FIELDS and list it in all_message_types at the
+// end of this file (a static_assert there catches a type that is declared but not listed), then
+// give it a sample in tests/messages/samples.hpp (the typed tests will not compile without one).
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <caf/detail/type_list.hpp>
+
 #include "messages/fields.hpp"
 
 namespace cuda_agent {
+
+namespace detail {
+// CUDA_AGENT_FIELDS takes one __COUNTER__ value per type: see all_message_types below.
+inline constexpr int first_message_counter = __COUNTER__;
+}  // namespace detail
 
 inline constexpr double not_measured = std::numeric_limits<double>::quiet_NaN();
 
@@ -31,12 +41,14 @@ struct task_spec {
   std::string model_py;                // the program text
   std::map<std::string, std::string> metadata;  // sizes, dtypes, anything else worth keeping
 };
-CUDA_AGENT_FIELDS(task_spec, id, level, name, source, operators, model_py, metadata)
+CUDA_AGENT_FIELDS(task_spec, id, level, name, source, operators, model_py, metadata);
 
 // --- Episode lifecycle -----------------------------------------------------------------------
 
+// Why an episode ended. infrastructure_failure is ours, not the agent's (a lost node, a dead
+// policy server): it says nothing about the agent, so such an episode is retried, not scored.
 CUDA_AGENT_ENUM(termination, agent_done, turn_budget, token_budget, timeout, error,
-                infrastructure_failure)
+                infrastructure_failure);
 
 struct episode_started {
   std::string episode_id;
@@ -48,18 +60,18 @@ struct episode_started {
   int64_t started_at_ns = 0;
 };
 CUDA_AGENT_FIELDS(episode_started, episode_id, task_id, policy, device, attempt, weight_version,
-                  started_at_ns)
+                  started_at_ns);
 
 struct episode_ended {
   std::string episode_id;
   termination reason = termination::agent_done;
   int32_t turns = 0;
-  int64_t tokens = 0;
-  int32_t reward = -1;
+  int64_t tokens = 0;   // prompt and completion tokens over all turns
+  int32_t reward = -1;  // milestone reward of the final candidate
   double wall_ms = 0;
-  std::string error;
+  std::string error;    // empty unless reason is error or infrastructure_failure
 };
-CUDA_AGENT_FIELDS(episode_ended, episode_id, reason, turns, tokens, reward, wall_ms, error)
+CUDA_AGENT_FIELDS(episode_ended, episode_id, reason, turns, tokens, reward, wall_ms, error);
 
 // --- Policy --------------------------------------------------------------------------------------
 
@@ -68,7 +80,7 @@ struct tool_call {
   std::string tool;  // Bash, Read, Write, Edit, MultiEdit, Glob, Grep, BashOutput, KillBash
   std::string arguments_json;
 };
-CUDA_AGENT_FIELDS(tool_call, call_id, tool, arguments_json)
+CUDA_AGENT_FIELDS(tool_call, call_id, tool, arguments_json);
 
 struct chat_message {
   std::string role;  // system, user, assistant, tool
@@ -76,7 +88,7 @@ struct chat_message {
   std::string tool_call_id;  // for role "tool": the call this answers
   std::vector<tool_call> tool_calls;
 };
-CUDA_AGENT_FIELDS(chat_message, role, content, tool_call_id, tool_calls)
+CUDA_AGENT_FIELDS(chat_message, role, content, tool_call_id, tool_calls);
 
 struct policy_request {
   std::string episode_id;
@@ -88,7 +100,7 @@ struct policy_request {
   double top_p = 1.0;
 };
 CUDA_AGENT_FIELDS(policy_request, episode_id, turn, messages, tools, max_tokens, temperature,
-                  top_p)
+                  top_p);
 
 struct policy_response {
   std::string episode_id;
@@ -104,7 +116,7 @@ struct policy_response {
   std::string context_action;  // "none", or what the context policy did ("truncated_tool_outputs")
 };
 CUDA_AGENT_FIELDS(policy_response, episode_id, turn, content, tool_calls, token_ids, logprobs,
-                  finish_reason, weight_version, prompt_tokens, completion_tokens, context_action)
+                  finish_reason, weight_version, prompt_tokens, completion_tokens, context_action);
 
 // --- Tools -------------------------------------------------------------------------------------
 
@@ -113,7 +125,7 @@ struct tool_request {
   int32_t turn = 0;
   tool_call call;
 };
-CUDA_AGENT_FIELDS(tool_request, episode_id, turn, call)
+CUDA_AGENT_FIELDS(tool_request, episode_id, turn, call);
 
 struct tool_result {
   std::string episode_id;
@@ -126,7 +138,7 @@ struct tool_result {
   double duration_ms = 0;
 };
 CUDA_AGENT_FIELDS(tool_result, episode_id, call_id, tool, output, exit_code, truncated, is_error,
-                  duration_ms)
+                  duration_ms);
 
 // --- Compile, verify and profile jobs ------------------------------------------------------------
 
@@ -137,7 +149,7 @@ struct compile_job {
   std::string device;
   std::string arch;  // "sm_90"; empty on CPU
 };
-CUDA_AGENT_FIELDS(compile_job, job_id, episode_id, solution_dir, device, arch)
+CUDA_AGENT_FIELDS(compile_job, job_id, episode_id, solution_dir, device, arch);
 
 struct compile_result {
   std::string job_id;
@@ -149,7 +161,7 @@ struct compile_result {
   std::string error;
 };
 CUDA_AGENT_FIELDS(compile_result, job_id, ok, module_path, diagnostics, cache_hit, duration_ms,
-                  error)
+                  error);
 
 struct verify_job {
   std::string job_id;
@@ -164,7 +176,7 @@ struct verify_job {
   uint64_t seed = 0;
 };
 CUDA_AGENT_FIELDS(verify_job, job_id, episode_id, task_path, solution_dir, module_path, device, atol,
-                  rtol, input_sets, seed)
+                  rtol, input_sets, seed);
 
 struct verify_result {
   std::string job_id;
@@ -173,7 +185,7 @@ struct verify_result {
   std::string error;
   double duration_ms = 0;
 };
-CUDA_AGENT_FIELDS(verify_result, job_id, correct, violations, error, duration_ms)
+CUDA_AGENT_FIELDS(verify_result, job_id, correct, violations, error, duration_ms);
 
 struct timing_stats {
   double median_ms = not_measured;
@@ -185,7 +197,7 @@ struct timing_stats {
   double cv = not_measured;  // coefficient of variation of the timed runs
   int32_t runs = 0;
 };
-CUDA_AGENT_FIELDS(timing_stats, median_ms, mean_ms, min_ms, max_ms, p10_ms, p90_ms, cv, runs)
+CUDA_AGENT_FIELDS(timing_stats, median_ms, mean_ms, min_ms, max_ms, p10_ms, p90_ms, cv, runs);
 
 struct profile_job {
   std::string job_id;
@@ -198,7 +210,7 @@ struct profile_job {
   int32_t timed_runs = 0;
 };
 CUDA_AGENT_FIELDS(profile_job, job_id, episode_id, task_path, solution_dir, module_path, device,
-                  warmup_runs, timed_runs)
+                  warmup_runs, timed_runs);
 
 struct profile_result {
   std::string job_id;
@@ -207,7 +219,7 @@ struct profile_result {
   timing_stats candidate;
   std::string error;
 };
-CUDA_AGENT_FIELDS(profile_result, job_id, eager, compiled, candidate, error)
+CUDA_AGENT_FIELDS(profile_result, job_id, eager, compiled, candidate, error);
 
 // --- Rewards -------------------------------------------------------------------------------------
 
@@ -228,15 +240,12 @@ struct reward_record {
   std::string error;
 };
 CUDA_AGENT_FIELDS(reward_record, episode_id, job_id, compiled, correct, violations, reward,
-                  t_eager_ms, t_compile_ms, t_new_ms, speedup_eager, speedup_compile, error)
-
-// The paper's milestone reward: b(t, t0) = (t0 - t) / t0 > 5%; -1 when not correct, 3 when
-// faster than both eager and torch.compile, 2 when faster than eager only, 1 otherwise. A time
-// that was not measured (NaN) is never "faster".
-int32_t milestone_reward(bool correct, double t_new_ms, double t_eager_ms, double t_compile_ms);
+                  t_eager_ms, t_compile_ms, t_new_ms, speedup_eager, speedup_compile, error);
 
 // --- Trajectories ----------------------------------------------------------------------------------
 
+// What the learner trains on: per turn, the tokens the policy produced with their log-probs
+// under the weights that sampled them.
 struct trajectory_turn {
   int32_t turn = 0;
   int32_t prompt_token_count = 0;
@@ -247,7 +256,7 @@ struct trajectory_turn {
   int64_t weight_version = 0;
 };
 CUDA_AGENT_FIELDS(trajectory_turn, turn, prompt_token_count, token_ids, logprobs, loss_mask,
-                  observation, weight_version)
+                  observation, weight_version);
 
 struct trajectory {
   std::string episode_id;
@@ -257,11 +266,11 @@ struct trajectory {
   int32_t reward = -1;
   termination reason = termination::agent_done;
 };
-CUDA_AGENT_FIELDS(trajectory, episode_id, task_id, policy, turns, reward, reason)
+CUDA_AGENT_FIELDS(trajectory, episode_id, task_id, policy, turns, reward, reason);
 
 // --- Learner -------------------------------------------------------------------------------------
 
-CUDA_AGENT_ENUM(learner_phase, rft, value_pretrain, ppo)
+CUDA_AGENT_ENUM(learner_phase, rft, value_pretrain, ppo);
 
 struct learner_update {
   int64_t step = 0;
@@ -277,7 +286,7 @@ struct learner_update {
   std::string checkpoint_path;
 };
 CUDA_AGENT_FIELDS(learner_update, step, phase, weight_version, samples, loss, policy_loss,
-                  value_loss, kl, entropy, clip_fraction, checkpoint_path)
+                  value_loss, kl, entropy, clip_fraction, checkpoint_path);
 
 // --- Node membership -------------------------------------------------------------------------------
 
@@ -289,13 +298,13 @@ struct node_join {
   int32_t compiler_workers = 0;
   std::vector<std::string> devices;  // "H200 sm_90", ...
 };
-CUDA_AGENT_FIELDS(node_join, node_id, host, port, gpu_slots, compiler_workers, devices)
+CUDA_AGENT_FIELDS(node_join, node_id, host, port, gpu_slots, compiler_workers, devices);
 
 struct node_leave {
   std::string node_id;
   std::string reason;
 };
-CUDA_AGENT_FIELDS(node_leave, node_id, reason)
+CUDA_AGENT_FIELDS(node_leave, node_id, reason);
 
 struct node_heartbeat {
   std::string node_id;
@@ -303,8 +312,23 @@ struct node_heartbeat {
   int32_t free_gpu_slots = 0;
   int32_t free_compiler_workers = 0;
 };
-CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_compiler_workers)
+CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_compiler_workers);
+
+// --- The list of all types ----------------------------------------------------------------------
+
+// Every type above, once. The CAF registration (needed on every node for the wire) and the tests
+// both walk this list, so a new type cannot be forgotten in either.
+using all_message_types = caf::detail::type_list<
+    task_spec, episode_started, episode_ended, tool_call, chat_message, policy_request,
+    policy_response, tool_request, tool_result, compile_job, compile_result, verify_job,
+    verify_result, timing_stats, profile_job, profile_result, reward_record, trajectory_turn,
+    trajectory, learner_update, node_join, node_leave, node_heartbeat>;
+
+static_assert(caf::detail::tl_is_distinct<all_message_types>::value,
+              "all_message_types lists a type twice");
+static_assert(__COUNTER__ - detail::first_message_counter - 1 ==
+                  caf::detail::tl_size<all_message_types>::value,
+              "a type declared with CUDA_AGENT_FIELDS in this file is missing from "
+              "all_message_types (or one listed there is declared elsewhere)");
 
 }  // namespace cuda_agent
-
-#include "messages/codec.hpp"  // encoded_equal, used by operator== of every message

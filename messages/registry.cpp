@@ -1,5 +1,7 @@
 #include "messages/registry.hpp"
 
+#include <caf/actor_system_config.hpp>
+
 namespace cuda_agent {
 namespace {
 

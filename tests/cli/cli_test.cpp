@@ -74,7 +74,7 @@ TEST(cli, missing_config_file_is_an_error) {
 TEST(cli, config_show_reports_overrides_and_their_origin) {
   const auto r = cli({"--set", "log.fsync=always", "config", "show"});
   ASSERT_TRUE(r.ok()) << r.err;
-  EXPECT_NE(r.out.find("fsync = \"always\"  # --set"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fsync = 'always'  # --set"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[log]"), std::string::npos) << r.out;
 }
 

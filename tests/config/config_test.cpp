@@ -11,10 +11,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() {
-  const char* dir = std::getenv("CUDA_AGENT_SOURCE_DIR");
-  return dir ? fs::path{dir} : fs::path{"."};
-}
+fs::path source_dir() { return CUDA_AGENT_SOURCE_DIR; }
 
 std::string slurp(const fs::path& path) {
   std::ifstream in{path};
@@ -79,10 +76,11 @@ TEST_F(config_file, shipped_defaults_file_loads_and_changes_nothing) {
   loaded.load_file(source_dir() / "config" / "cuda-agent.toml");
   settings defaults;
   for (const auto& spec : settings::schema()) {
-    if (spec.type == setting_type::integer)
+    if (spec.type == setting_type::integer) {
       EXPECT_EQ(loaded.get_int(spec.key), defaults.get_int(spec.key)) << spec.key;
-    else if (spec.type == setting_type::string || spec.type == setting_type::choice)
+    } else if (spec.type == setting_type::string || spec.type == setting_type::choice) {
       EXPECT_EQ(loaded.get_string(spec.key), defaults.get_string(spec.key)) << spec.key;
+    }
   }
 }
 
@@ -91,7 +89,7 @@ TEST_F(config_file, values_from_a_file_override_defaults) {
   s.load_file(write("[log]\nfsync = \"always\"\nsegment_bytes = 8192\n"));
   EXPECT_EQ(s.get_string("log.fsync"), "always");
   EXPECT_EQ(s.get_int("log.segment_bytes"), 8192);
-  EXPECT_NE(s.to_toml().find("fsync = \"always\"  # " + path_.string() + ":2"), std::string::npos)
+  EXPECT_NE(s.to_toml().find("fsync = 'always'  # " + path_.string() + ":2"), std::string::npos)
       << s.to_toml();
 }
 

@@ -2,7 +2,9 @@
 // field dropped by the encoding shows up as a round-trip difference.
 #pragma once
 
-#include "messages/registry.hpp"
+#include <string>
+
+#include "messages/messages.hpp"
 
 namespace cuda_agent::testing {
 
@@ -41,14 +43,14 @@ template <> inline tool_result sample() {
 }
 template <> inline compile_job sample() { return {"job-1", "ep-7", "/work/ep-7", "cuda", "sm_90"}; }
 template <> inline compile_result sample() {
-  return {"job-1", true, "/cache/ab12/cuda_extension.so", "1 warning", true, 310.5, "none"};
+  return {"job-1", true, "/cache/ab12/cuda_extension.so", "1 warning", true, 310.5, "retried"};
 }
 template <> inline verify_job sample() {
   return {"job-2", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cuda", 1e-3, 2e-3,
           7, 12345678901234ull};
 }
 template <> inline verify_result sample() {
-  return {"job-2", true, {"output_memory_reuse", "side_stream"}, "mismatch", 88.0};
+  return {"job-2", true, {"output_memory_reuse", "side_stream"}, "harness restarted", 88.0};
 }
 template <> inline timing_stats sample() { return {1.5, 1.6, 1.4, 2.0, 1.45, 1.8, 0.004, 100}; }
 template <> inline profile_job sample() {
@@ -58,10 +60,13 @@ template <> inline profile_result sample() {
   auto t = sample<timing_stats>();
   auto c = t;
   c.median_ms = 0.9;
-  return {"job-3", t, t, c, "no error"};
+  auto e = t;
+  e.median_ms = 2.5;
+  return {"job-3", e, t, c, "slot restarted"};
 }
 template <> inline reward_record sample() {
-  return {"ep-7", "job-3", true, true, {"none"}, 3, 1.5, 1.2, 0.9, 1.666, 1.333, "n/a"};
+  return {"ep-7", "job-3", true, true, {"decoy_kernel"}, 3, 1.5, 1.2, 0.9, 1.5 / 0.9, 1.2 / 0.9,
+          "late result"};
 }
 template <> inline trajectory_turn sample() {
   return {2, 900, {1, 2, 3}, {-0.5f, -0.25f, -0.125f}, {1, 1, 0}, "exit 0", 41};
