@@ -39,7 +39,7 @@ message_log::writer_options log_writer_options(const settings& config,
 }
 
 void add_recorder_types(caf::actor_system_config& cfg) {
-  cfg.add_message_type<recorded_message>("recorded_message");
+  cfg.add_message_type<recorded_message>(type_name_of<recorded_message>());
 }
 
 caf::actor spawn_recorder(caf::actor_system& system, message_log::writer writer) {

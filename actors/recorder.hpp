@@ -12,7 +12,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
-#include <caf/meta/type_name.hpp>
 
 #include "actors/message_log/writer.hpp"
 #include "config/settings.hpp"
@@ -32,11 +31,7 @@ struct recorded_message {
   std::string payload;
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, recorded_message& x) {
-  return f(caf::meta::type_name("recorded_message"), x.sender, x.receiver, x.type, x.episode,
-           x.payload);
-}
+CUDA_AGENT_FIELDS(recorded_message, sender, receiver, type, episode, payload);
 
 template <class T>
 recorded_message make_record(std::string sender, std::string receiver, std::string episode,

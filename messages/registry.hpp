@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/fwd.hpp>
@@ -18,5 +19,9 @@ void register_message_types(caf::actor_system_config& cfg);
 // type_name_of<T>() for every type in all_message_types, in list order: the names the wire and
 // the message log use.
 const std::vector<std::string>& message_type_names();
+
+// Decodes the payload strictly as the protocol type named `type` (a log record's type field);
+// throws decode_error when the name is not a protocol type or the bytes are not that type.
+void check_payload(std::string_view type, std::string_view payload);
 
 }  // namespace cuda_agent

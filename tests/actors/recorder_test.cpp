@@ -1,33 +1,24 @@
 // The recorder actor with a real actor system and a real log on disk.
 #include <gtest/gtest.h>
 
-#include <stdlib.h>
-
 #include <caf/all.hpp>
 
 #include "actors/message_log/reader.hpp"
 #include "actors/recorder.hpp"
 #include "messages/registry.hpp"
+#include "tests/message_log/test_support.hpp"
 
 namespace cuda_agent {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "ca-recorder-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error{"mkdtemp failed"};
-    path = pattern;
-  }
-  ~temp_dir() { fs::remove_all(path); }
-};
+using message_log::testing::scratch_dir;
 
 TEST(recorder, keeps_every_message_of_concurrent_senders_in_each_sender_order) {
-  temp_dir dir;
+  scratch_dir dir;
   message_log::writer_options options;
-  options.dir = dir.path / "log";
+  options.dir = dir.log();
   constexpr int senders = 4, per_sender = 250;
   {
     caf::actor_system_config cfg;

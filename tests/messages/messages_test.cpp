@@ -208,6 +208,15 @@ TEST(messages_registry, names_follow_the_list) {
   EXPECT_EQ(std::string{type_name_of<policy_request>()}, "policy_request");
 }
 
+TEST(messages_registry, check_payload_decodes_by_the_named_type) {
+  const auto bytes = encode(testing::sample<policy_request>());
+  EXPECT_NO_THROW(check_payload("policy_request", bytes));
+  const auto other = decode_error_of([&] { check_payload("tool_result", bytes); });
+  EXPECT_EQ(other.rfind("tool_result: ", 0), 0u) << other;
+  EXPECT_EQ(decode_error_of([&] { check_payload("no_such_type", bytes); }),
+            "unknown message type 'no_such_type'");
+}
+
 TEST(messages_registry, enums_have_names_both_ways) {
   EXPECT_EQ(to_string(termination::infrastructure_failure), "infrastructure_failure");
   EXPECT_EQ(to_string(learner_phase::value_pretrain), "value_pretrain");

@@ -13,7 +13,6 @@
 
 #include "actors/message_log/reader.hpp"
 #include "actors/recorder.hpp"
-#include "messages/codec.hpp"
 #include "messages/registry.hpp"
 #include "tools/cli/commands.hpp"
 
@@ -121,14 +120,6 @@ caf::behavior episode(episode_actor* self, std::string episode_id, task_spec tas
   }};
 }
 
-// Decodes a payload as the type its record names; throws decode_error when it is not one.
-template <class... Ts>
-void decode_as_named(const std::string& type, std::string_view payload,
-                     caf::detail::type_list<Ts...>) {
-  const bool known = ((type == type_name_of<Ts>() ? (decode<Ts>(payload), true) : false) || ...);
-  if (!known) throw decode_error{"unknown message type '" + type + "'"};
-}
-
 int run_demo(const settings& config, const std::string& log_dir, int episodes) {
   auto options = log_writer_options(config, log_dir);
   auto writer = message_log::writer::open(options);
@@ -184,7 +175,7 @@ int run_demo(const settings& config, const std::string& log_dir, int episodes) {
   for (const auto& rec : log.records) {
     if (rec.seq < first_seq) continue;
     ++this_run;
-    decode_as_named(rec.type, rec.payload, all_message_types{});
+    check_payload(rec.type, rec.payload);
     ++per_type[rec.type];
   }
   std::cout << "\nread back " << this_run << " records of this run (" << log.records.size()
