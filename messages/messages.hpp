@@ -221,6 +221,18 @@ struct profile_result {
 };
 CUDA_AGENT_FIELDS(profile_result, job_id, eager, compiled, candidate, error);
 
+// The final evaluation of a candidate, exactly as the reward is computed (verify, then time eager,
+// compiled and candidate, then the milestone rule). Answered with a reward_record.
+struct evaluate_job {
+  std::string job_id;
+  std::string episode_id;
+  std::string task_path;
+  std::string solution_dir;
+  std::string module_path;
+  std::string device;
+};
+CUDA_AGENT_FIELDS(evaluate_job, job_id, episode_id, task_path, solution_dir, module_path, device);
+
 // --- Rewards -------------------------------------------------------------------------------------
 
 // The outcome of evaluating one candidate: the fields of `cuda-agent check --json`, plus where
@@ -321,8 +333,8 @@ CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_comp
 using all_message_types = caf::detail::type_list<
     task_spec, episode_started, episode_ended, tool_call, chat_message, policy_request,
     policy_response, tool_request, tool_result, compile_job, compile_result, verify_job,
-    verify_result, timing_stats, profile_job, profile_result, reward_record, trajectory_turn,
-    trajectory, learner_update, node_join, node_leave, node_heartbeat>;
+    verify_result, timing_stats, profile_job, profile_result, evaluate_job, reward_record,
+    trajectory_turn, trajectory, learner_update, node_join, node_leave, node_heartbeat>;
 
 static_assert(caf::detail::tl_is_distinct<all_message_types>::value,
               "all_message_types lists a type twice");

@@ -64,6 +64,9 @@ template <> inline profile_result sample() {
   e.median_ms = 2.5;
   return {"job-3", e, t, c, "slot restarted"};
 }
+template <> inline evaluate_job sample() {
+  return {"job-4", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cpu"};
+}
 template <> inline reward_record sample() {
   return {"ep-7", "job-3", true, true, {"decoy_kernel"}, 3, 1.5, 1.2, 0.9, 1.5 / 0.9, 1.2 / 0.9,
           "late result"};
