@@ -117,6 +117,31 @@ const std::vector<setting_spec>& settings::schema() {
       {"harness.python", T::string, CUDA_AGENT_DEFAULT_PYTHON, {}, 0, 0,
        "Python interpreter, with torch 2.11.0, that runs the locked harness and reference models; "
        "defaults to the one the build took LibTorch from."},
+      {"episode.max_turns", T::integer, "200", {}, 1, 100000,
+       "Policy turns an episode may take before it ends with turn_budget (the paper: 150 in "
+       "training, 200 in evaluation)."},
+      {"episode.context_tokens", T::integer, "131072", {}, 1024, 100000000,
+       "Context budget in tokens; an episode whose conversation reaches it ends with token_budget."},
+      {"episode.wall_clock_s", T::integer, "7200", {}, 1, 604800,
+       "Wall-clock budget of one episode, tools and builds included; then it ends with timeout."},
+      {"episode.max_tokens_per_turn", T::integer, "8192", {}, 1, 1000000,
+       "Completion tokens the policy may produce in one turn."},
+      {"episode.temperature", T::real, "1.0", {}, 0, 0, "Sampling temperature asked of the policy."},
+      {"episode.top_p", T::real, "1.0", {}, 0, 0, "Nucleus sampling threshold asked of the policy."},
+      {"episode.policy_timeout_s", T::integer, "600", {}, 1, 86400,
+       "Longest wait for one policy answer before the episode fails as an infrastructure failure."},
+      {"episode.job_timeout_s", T::integer, "1800", {}, 1, 86400,
+       "Longest wait for a build, verify, profile or final evaluation, queueing included."},
+      {"rollout.concurrency", T::integer, "4", {}, 1, 100000, "Episodes that run at the same time."},
+      {"rollout.retries", T::integer, "2", {}, 0, 100,
+       "Times an episode is retried after an infrastructure failure (never after a candidate's)."},
+      {"rollout.runs_dir", T::string, "runs", {}, 0, 0,
+       "Where episode workdirs are created (runs_dir/<run>/episodes/<episode>)."},
+      {"rollout.compiler_workers", T::integer, "2", {}, 1, 1024, "Builds that run at the same time."},
+      {"rollout.gpu_slots", T::integer, "1", {}, 1, 1024,
+       "Harness workers (one job each) on this node: one per GPU, or per CPU evaluator."},
+      {"rollout.max_waiting_jobs", T::integer, "256", {}, 1, 1000000,
+       "Jobs that may wait for a compiler worker or a GPU slot before new ones are rejected."},
   };
   return specs;
 }

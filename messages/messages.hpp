@@ -58,9 +58,13 @@ struct episode_started {
   int32_t attempt = 0;  // > 0 when the episode is retried after an infrastructure failure
   int64_t weight_version = 0;
   int64_t started_at_ns = 0;
+  // The budgets it runs under: with the task and the recorded answers, enough to replay it.
+  int32_t max_turns = 0;
+  int64_t context_tokens = 0;
+  int64_t wall_clock_ms = 0;
 };
 CUDA_AGENT_FIELDS(episode_started, episode_id, task_id, policy, device, attempt, weight_version,
-                  started_at_ns);
+                  started_at_ns, max_turns, context_tokens, wall_clock_ms);
 
 struct episode_ended {
   std::string episode_id;

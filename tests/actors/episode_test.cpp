@@ -1,0 +1,266 @@
+// The episode actor's loop logic: budgets, routing of build/verify/profile to the pools, the
+// final evaluation, the trajectory and the order of what it records.
+//
+// The policy, tools and pools here are scripted actors: they isolate the episode's own decisions
+// (the real ones are exercised end to end in tests/pipeline). The recorder and the log are real.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "actors/episode.hpp"
+#include "actors/message_log/reader.hpp"
+#include "actors/recorder.hpp"
+#include "messages/registry.hpp"
+#include "tests/message_log/test_support.hpp"
+
+namespace cuda_agent {
+namespace {
+
+using namespace std::chrono_literals;
+using message_log::testing::scratch_dir;
+
+tool_call bash(std::string id, std::string command) {
+  return {std::move(id), "Bash", R"({"command": ")" + command + R"("})"};
+}
+
+// Answers turn t with script[t-1]; past the script, a call to Read forever.
+caf::behavior scripted_policy(caf::event_based_actor* self, std::vector<policy_response> script,
+                              int32_t prompt_tokens, std::chrono::milliseconds delay) {
+  return {[=](const policy_request& request) -> caf::result<policy_response> {
+    policy_response response;
+    if (request.turn <= static_cast<int32_t>(script.size())) response = script[request.turn - 1];
+    else response.tool_calls = {{"c" + std::to_string(request.turn), "Read", R"({"file_path": "model.py"})"}};
+    response.episode_id = request.episode_id;
+    response.turn = request.turn;
+    response.prompt_tokens = prompt_tokens * request.turn;  // the conversation grows
+    response.completion_tokens = 10;
+    response.token_ids = {request.turn, 7};
+    response.logprobs = {-0.5f, -0.25f};
+    if (delay.count() == 0) return response;
+    auto promise = self->make_response_promise<policy_response>();
+    std::thread([promise, response, delay]() mutable {
+      std::this_thread::sleep_for(delay);
+      promise.deliver(response);
+    }).detach();
+    return promise;
+  }};
+}
+
+struct peers_fixture : ::testing::Test {
+  scratch_dir dir;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  std::atomic<int> tool_calls{0}, compiles{0}, evaluations{0};
+  bool build_ok = true;
+  caf::actor recorder, tools, compiler, gpu;
+
+  void SetUp() override {
+    register_message_types(cfg);
+    add_recorder_types(cfg);
+    system = std::make_unique<caf::actor_system>(cfg);
+    message_log::writer_options options;
+    options.dir = dir.log();
+    recorder = spawn_recorder(*system, message_log::writer::open(options));
+    tools = system->spawn([this](caf::event_based_actor*) -> caf::behavior {
+      return {[this](const tool_request& r) {
+        ++tool_calls;
+        return tool_result{r.episode_id, r.call.call_id, r.call.tool, "ran " + r.call.tool, 0,
+                           false, false, 1};
+      }};
+    });
+    compiler = system->spawn([this](caf::event_based_actor*) -> caf::behavior {
+      return {[this](const compile_job& job) {
+        ++compiles;
+        compile_result r;
+        r.job_id = job.job_id;
+        r.ok = build_ok;
+        r.module_path = "/cache/cuda_extension.so";
+        r.diagnostics = build_ok ? "" : "kernels/k.cpp:3: error: expected ';'";
+        return r;
+      }};
+    });
+    gpu = system->spawn([this](caf::event_based_actor*) -> caf::behavior {
+      return {
+          [](const verify_job& job) { return verify_result{job.job_id, true, {}, "", 5}; },
+          [](const profile_job& job) {
+            profile_result r;
+            r.job_id = job.job_id;
+            r.eager.median_ms = 2;
+            r.compiled.median_ms = 1.5;
+            r.candidate.median_ms = 1;
+            return r;
+          },
+          [this](const evaluate_job& job) {
+            ++evaluations;
+            reward_record r;
+            r.job_id = job.job_id;
+            r.compiled = r.correct = true;
+            r.reward = 3;
+            return r;
+          }};
+    });
+  }
+
+  void TearDown() override {
+    for (auto* a : {&recorder, &tools, &compiler, &gpu}) {
+      caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
+      *a = nullptr;  // a handle kept past the system would keep the detached recorder alive
+    }
+    system->await_all_actors_done();
+    system.reset();
+  }
+
+  episode_config config() {
+    episode_config c;
+    c.episode_id = "ep-1";
+    c.task.id = "smoke-add";
+    c.task.model_py = "class Model: ...";
+    c.policy_name = "scripted";
+    c.workdir = dir.path() / "workdir";
+    c.task_path = dir.path() / "task" / "model.py";
+    c.system_prompt = "You write kernels.";
+    c.max_turns = 10;
+    return c;
+  }
+
+  episode_outcome run(episode_config c, caf::actor policy) {
+    auto ep = spawn_episode(*system, std::move(c), {policy, tools, compiler, gpu, recorder});
+    caf::scoped_actor self{*system};
+    episode_outcome outcome;
+    self->request(ep, 30s, start_atom::value)
+        .receive([&](episode_ended& e, reward_record& r, trajectory& t) { outcome = {e, r, t}; },
+                 [](caf::error& e) { FAIL() << caf::to_string(e); });
+    self->request(recorder, 10s, flush_atom::value).receive([] {}, [](caf::error&) {});
+    caf::anon_send_exit(policy, caf::exit_reason::user_shutdown);
+    return outcome;
+  }
+
+  std::vector<std::string> recorded_types() {
+    std::vector<std::string> types;
+    for (const auto& rec : message_log::read_all(dir.log()).records)
+      types.push_back(rec.sender + ">" + rec.type);
+    return types;
+  }
+};
+
+policy_response with_calls(std::vector<tool_call> calls) {
+  policy_response r;
+  r.content = "working";
+  r.tool_calls = std::move(calls);
+  return r;
+}
+policy_response done() {
+  policy_response r;
+  r.content = "ModelNew is ready.";
+  r.finish_reason = "stop";
+  return r;
+}
+
+TEST_F(peers_fixture, runs_tools_routes_build_to_the_compiler_and_ends_with_the_final_reward) {
+  auto policy = system->spawn(scripted_policy,
+                              std::vector<policy_response>{
+                                  with_calls({{"c1", "Write", R"({"file_path": "model_new.py", "content": "x"})"}}),
+                                  with_calls({bash("c2", "  build "), bash("c3", "profile")}),
+                                  done()},
+                              0, 0ms);
+  auto [ended, verdict, traj] = run(config(), policy);
+  EXPECT_EQ(ended.reason, termination::agent_done);
+  EXPECT_EQ(ended.turns, 3);
+  EXPECT_EQ(ended.reward, 3);
+  EXPECT_EQ(verdict.reward, 3);
+  EXPECT_EQ(tool_calls.load(), 1) << "build and profile must not reach the sandboxed tools";
+  EXPECT_EQ(compiles.load(), 3) << "build, profile's build, and the final build";
+  EXPECT_EQ(evaluations.load(), 1);
+  ASSERT_EQ(traj.turns.size(), 3u);
+  EXPECT_EQ(traj.turns[1].token_ids, (std::vector<int32_t>{2, 7}));
+  EXPECT_EQ(traj.turns[1].loss_mask, (std::vector<uint8_t>{1, 1}));
+  EXPECT_NE(traj.turns[1].observation.find("build succeeded"), std::string::npos);
+  EXPECT_NE(traj.turns[1].observation.find("speed-up: 2.000x over eager, 1.500x over torch.compile"),
+            std::string::npos)
+      << traj.turns[1].observation;
+  const std::vector<std::string> expected{
+      "rollout>task_spec",       "rollout>episode_started", "episode>policy_request",
+      "policy>policy_response",  "episode>tool_request",    "tools>tool_result",
+      "episode>policy_request",  "policy>policy_response",  "episode>tool_request",
+      "episode>compile_job",     "compiler>compile_result", "router>tool_result",
+      "episode>tool_request",    "episode>compile_job",     "compiler>compile_result",
+      "episode>profile_job",     "gpu>profile_result",      "router>tool_result",
+      "episode>policy_request",  "policy>policy_response",  "episode>compile_job",
+      "compiler>compile_result", "episode>evaluate_job",    "gpu>reward_record",
+      "episode>trajectory",      "episode>episode_ended"};
+  EXPECT_EQ(recorded_types(), expected);
+}
+
+TEST_F(peers_fixture, stops_at_the_turn_budget_and_still_evaluates) {
+  auto policy = system->spawn(scripted_policy, std::vector<policy_response>{}, 0, 0ms);
+  auto c = config();
+  c.max_turns = 4;
+  auto [ended, verdict, traj] = run(c, policy);
+  EXPECT_EQ(ended.reason, termination::turn_budget);
+  EXPECT_EQ(ended.turns, 4);
+  EXPECT_EQ(tool_calls.load(), 4);
+  EXPECT_EQ(evaluations.load(), 1);
+  EXPECT_EQ(traj.reason, termination::turn_budget);
+}
+
+TEST_F(peers_fixture, stops_at_the_context_budget) {
+  auto policy = system->spawn(scripted_policy, std::vector<policy_response>{}, 5000, 0ms);
+  auto c = config();
+  c.context_tokens = 12000;  // 5000 more prompt tokens each turn: over after turn 3
+  c.max_turns = 50;
+  auto [ended, verdict, traj] = run(c, policy);
+  EXPECT_EQ(ended.reason, termination::token_budget);
+  EXPECT_EQ(ended.turns, 3);
+}
+
+TEST_F(peers_fixture, stops_at_the_wall_clock_and_ignores_late_answers) {
+  auto policy = system->spawn(scripted_policy, std::vector<policy_response>{}, 0, 150ms);
+  auto c = config();
+  c.wall_clock = 400ms;
+  c.max_turns = 1000;
+  auto [ended, verdict, traj] = run(c, policy);
+  EXPECT_EQ(ended.reason, termination::timeout);
+  EXPECT_LE(ended.turns, 3);
+  EXPECT_NE(ended.error.find("wall-clock"), std::string::npos);
+  EXPECT_EQ(evaluations.load(), 1);
+}
+
+TEST_F(peers_fixture, a_dead_policy_is_an_infrastructure_failure_and_nothing_is_evaluated) {
+  auto policy = system->spawn([](caf::event_based_actor* self) -> caf::behavior {
+    return {[self](const policy_request&) -> policy_response {
+      throw std::runtime_error{"policy server gone"};
+    }};
+  });
+  auto [ended, verdict, traj] = run(config(), policy);
+  EXPECT_EQ(ended.reason, termination::infrastructure_failure);
+  EXPECT_NE(ended.error.find("the policy did not answer"), std::string::npos) << ended.error;
+  EXPECT_EQ(evaluations.load(), 0);
+  EXPECT_EQ(ended.reward, -1);
+}
+
+TEST_F(peers_fixture, a_final_build_failure_scores_minus_one_with_the_diagnostics) {
+  build_ok = false;
+  auto policy = system->spawn(scripted_policy, std::vector<policy_response>{done()}, 0, 0ms);
+  auto [ended, verdict, traj] = run(config(), policy);
+  EXPECT_EQ(ended.reason, termination::agent_done);
+  EXPECT_EQ(verdict.reward, -1);
+  EXPECT_FALSE(verdict.compiled);
+  EXPECT_NE(verdict.error.find("expected ';'"), std::string::npos);
+  EXPECT_EQ(evaluations.load(), 0);
+}
+
+TEST(routed_command, recognises_exactly_the_three_words) {
+  EXPECT_EQ(routed_command(bash("a", "build")), "build");
+  EXPECT_EQ(routed_command(bash("a", " verify\\n")), "verify");
+  EXPECT_EQ(routed_command(bash("a", "profile")), "profile");
+  EXPECT_EQ(routed_command(bash("a", "build && rm -rf /")), "");
+  EXPECT_EQ(routed_command(bash("a", "make build")), "");
+  EXPECT_EQ(routed_command({"a", "Read", R"({"command": "build"})"}), "");
+  EXPECT_EQ(routed_command({"a", "Bash", "not json"}), "");
+}
+
+}  // namespace
+}  // namespace cuda_agent
