@@ -277,7 +277,7 @@ void ask_policy(episode_actor* self) {
 void finish(episode_actor* self, reward_record verdict) {
   auto& st = self->state;
   verdict.episode_id = st.config.episode_id;
-  record(self, "gpu", "episode", verdict);
+  record(self, "episode", "rollout", verdict);  // the episode's verdict, whoever produced it
   st.record.reward = verdict.reward;
   st.record.reason = st.reason;
   record(self, "episode", "learner", st.record);
@@ -320,7 +320,10 @@ void evaluate_final_candidate(episode_actor* self) {
                                    c.workdir.string(), built.module_path, c.device};
             record(self, "episode", "gpu", final_job);
             self->request(self->state.peers.gpu, c.job_timeout, final_job)
-                .then([=](reward_record& verdict) { finish(self, verdict); },
+                .then([=](reward_record& verdict) {
+                        record(self, "gpu", "episode", verdict);
+                        finish(self, verdict);
+                      },
                       [=](caf::error& error) {
                         self->state.reason = termination::infrastructure_failure;
                         self->state.error = "final evaluation failed: " + self->system().render(error);
@@ -370,7 +373,8 @@ caf::behavior episode(episode_actor* self, episode_config config, episode_peers 
         record(self, "rollout", "episode",
                episode_started{c.episode_id, c.task.id, c.policy_name, c.device, c.attempt,
                                c.weight_version, now_ns(), c.max_turns, c.context_tokens,
-                               c.wall_clock.count()});
+                               c.wall_clock.count(), c.workdir.string(), c.task_path.string(),
+                               c.arch});
         st.request.episode_id = c.episode_id;
         st.request.tools = agent_tool_names();
         st.request.max_tokens = c.max_tokens_per_turn;

@@ -62,9 +62,13 @@ struct episode_started {
   int32_t max_turns = 0;
   int64_t context_tokens = 0;
   int64_t wall_clock_ms = 0;
+  std::string workdir;    // the agent's directory
+  std::string task_path;  // the locked copy of the reference program the harness reads
+  std::string arch;       // build target on cuda ("sm_90"); empty: detected
 };
 CUDA_AGENT_FIELDS(episode_started, episode_id, task_id, policy, device, attempt, weight_version,
-                  started_at_ns, max_turns, context_tokens, wall_clock_ms);
+                  started_at_ns, max_turns, context_tokens, wall_clock_ms, workdir, task_path,
+                  arch);
 
 struct episode_ended {
   std::string episode_id;

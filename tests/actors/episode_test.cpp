@@ -12,6 +12,7 @@
 
 #include "actors/episode.hpp"
 #include "actors/message_log/reader.hpp"
+#include "actors/replay.hpp"
 #include "actors/recorder.hpp"
 #include "messages/registry.hpp"
 #include "tests/message_log/test_support.hpp"
@@ -190,7 +191,7 @@ TEST_F(peers_fixture, runs_tools_routes_build_to_the_compiler_and_ends_with_the_
       "episode>profile_job",     "gpu>profile_result",      "router>tool_result",
       "episode>policy_request",  "policy>policy_response",  "episode>compile_job",
       "compiler>compile_result", "episode>evaluate_job",    "gpu>reward_record",
-      "episode>trajectory",      "episode>episode_ended"};
+      "episode>reward_record",   "episode>trajectory",      "episode>episode_ended"};
   EXPECT_EQ(recorded_types(), expected);
 }
 
@@ -250,6 +251,67 @@ TEST_F(peers_fixture, a_final_build_failure_scores_minus_one_with_the_diagnostic
   EXPECT_FALSE(verdict.compiled);
   EXPECT_NE(verdict.error.find("expected ';'"), std::string::npos);
   EXPECT_EQ(evaluations.load(), 0);
+}
+
+// Replay lives here because it needs a recorded episode, which this fixture makes.
+TEST_F(peers_fixture, hermetic_replay_reproduces_the_recorded_episode_message_for_message) {
+  auto policy = system->spawn(scripted_policy,
+                              std::vector<policy_response>{
+                                  with_calls({{"c1", "Write", R"({"file_path": "a", "content": "x"})"}}),
+                                  with_calls({bash("c2", "verify"), bash("c3", "profile")}),
+                                  done()},
+                              100, 0ms);
+  run(config(), policy);
+  const auto log = message_log::read_all(dir.log()).records;
+  ASSERT_EQ(recorded_episodes(log), std::vector<std::string>{"ep-1"});
+  const auto records = episode_records(log, "ep-1");
+  auto report = replay_hermetic(*system, records);
+  EXPECT_TRUE(report.identical) << report.error << "\nat " << report.first_divergence
+                                << "\nexpected " << report.expected << "\nactual   "
+                                << report.actual;
+  EXPECT_EQ(report.replayed, records.size());
+  EXPECT_EQ(tool_calls.load(), 1) << "replay must not run tools again";
+}
+
+TEST_F(peers_fixture, hermetic_replay_reports_the_first_divergence) {
+  auto policy = system->spawn(scripted_policy,
+                              std::vector<policy_response>{
+                                  with_calls({bash("c1", "ls")}), with_calls({bash("c2", "ls")}),
+                                  done()},
+                              0, 0ms);
+  run(config(), policy);
+  auto records = episode_records(message_log::read_all(dir.log()).records, "ep-1");
+  // Change what the policy said at turn 2: it now stops instead of calling a tool, so the
+  // replayed episode moves on to its final build where the log says it ran `ls`.
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (records[i].type != "policy_response") continue;
+    auto response = decode<policy_response>(records[i].payload);
+    if (response.turn != 2) continue;
+    response.tool_calls.clear();
+    records[i].payload = encode(response);
+    changed = i;
+  }
+  ASSERT_GT(changed, 0u);
+  auto report = replay_hermetic(*system, records);
+  EXPECT_FALSE(report.identical);
+  EXPECT_EQ(report.first_divergence, changed + 1);
+  EXPECT_NE(report.expected.find("tool_request"), std::string::npos) << report.expected;
+  EXPECT_NE(report.actual.find("compile_job"), std::string::npos) << report.actual;
+}
+
+TEST_F(peers_fixture, hermetic_replay_of_a_timed_out_episode_feeds_the_recorded_deadline) {
+  auto policy = system->spawn(scripted_policy, std::vector<policy_response>{}, 0, 150ms);
+  auto c = config();
+  c.wall_clock = 400ms;
+  c.max_turns = 1000;
+  auto [ended, verdict, traj] = run(c, policy);
+  ASSERT_EQ(ended.reason, termination::timeout);
+  auto records = episode_records(message_log::read_all(dir.log()).records, "ep-1");
+  auto report = replay_hermetic(*system, records);
+  EXPECT_TRUE(report.identical) << report.error << "\nat " << report.first_divergence
+                                << "\nexpected " << report.expected << "\nactual   "
+                                << report.actual;
 }
 
 TEST(routed_command, recognises_exactly_the_three_words) {

@@ -20,7 +20,8 @@ template <> inline task_spec sample() {
           {{"batch", "16"}, {"dtype", "float32"}}};
 }
 template <> inline episode_started sample() {
-  return {"ep-7", "L1-19", "openai", "cuda", 2, 41, 1764547200123456789, 200, 131072, 7200000};
+  return {"ep-7", "L1-19", "openai", "cuda", 2, 41, 1764547200123456789, 200, 131072, 7200000,
+          "/runs/r1/episodes/ep-7/workdir", "/runs/r1/episodes/ep-7/task/model.py", "sm_90"};
 }
 template <> inline episode_ended sample() {
   return {"ep-7", termination::token_budget, 37, 120001, 3, 5432.25, "context exhausted"};
