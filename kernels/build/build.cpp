@@ -291,8 +291,15 @@ class compiler_runner {
     options.timeout = left;
     options.max_output_bytes = static_cast<size_t>(settings_.max_output_kb) * 1024;
     options.working_dir = sandbox_.cwd;
+    if (!sandbox_.bubblewrap) options.extra_env["TMPDIR"] = (sandbox_.writable / "tmp").string();
     const auto result = run_subprocess(sandboxed_command(sandbox_, argv), options);
     log_.append(argv, result);
+    // bubblewrap's own failures (no user namespaces, say) are the host's, not the candidate's.
+    if (sandbox_.bubblewrap && result.exited && result.exit_code == 1 &&
+        result.err.rfind("bwrap: ", 0) == 0)
+      throw std::runtime_error("the bwrap sandbox does not work here (" +
+                               result.err.substr(0, result.err.find('\n')) +
+                               "); fix it or set build.sandbox=none");
     return result;
   }
 

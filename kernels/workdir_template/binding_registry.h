@@ -15,7 +15,8 @@
 #include <utility>
 #include <vector>
 
-class BindingRegistry {
+// Hidden like pybind11's own types: one registry per module, shared by its files only.
+class __attribute__((visibility("hidden"))) BindingRegistry {
  public:
   using BindingFunction = std::function<void(pybind11::module&)>;
 
