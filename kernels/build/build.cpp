@@ -467,9 +467,11 @@ build_result build_solution(const build_settings& settings, const build_request&
     compile_unit unit;
     unit.rel = file.rel;
     unit.kind = kind_of(file.rel);
-    if (unit.kind == source_kind::cuda && !cuda)
+    if (unit.kind == source_kind::cuda && !cuda) {
       layout_problem += file.rel + ": a CUDA source, but this build is for the CPU (--device cpu); "
                         "write C++ kernels in kernels/*.cpp\n";
+      continue;
+    }
     std::string stem = file.rel;
     std::replace(stem.begin(), stem.end(), '/', '_');
     unit.object = std::string(kObjDir) + "/" + stem + ".o";
@@ -482,7 +484,7 @@ build_result build_solution(const build_settings& settings, const build_request&
     unit.key = object_key(*tc, unit, file.content, solution.headers_digest);
     units.push_back(std::move(unit));
   }
-  if (units.size() == 1) layout_problem += "error: no kernels/*.cpp or kernels/*.cu sources found\n";
+  if (units.size() == 1 && layout_problem.empty()) layout_problem += "error: no kernels/*.cpp or kernels/*.cu sources found\n";
   if (!layout_problem.empty()) {
     result.diagnostics = layout_problem;
     return finish();
