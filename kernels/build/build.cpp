@@ -239,10 +239,12 @@ struct command_builder {
   }
 };
 
-std::string object_key(const toolchain& tc, const compile_unit& unit, const std::string& content,
-                        const std::string& headers_digest) {
+// The sandbox mode is part of the key: an object compiled unsandboxed, which might have read
+// anything, is never reused by a sandboxed build.
+std::string object_key(const toolchain& tc, const std::string& sandbox, const compile_unit& unit,
+                       const std::string& content, const std::string& headers_digest) {
   sha256 digest;
-  digest.field("object v1").field(tc.fingerprint).field(unit.rel).field(content).field(
+  digest.field("object v1").field(tc.fingerprint).field(sandbox).field(unit.rel).field(content).field(
       headers_digest);
   for (const auto& word : unit.argv) digest.field(word);
   return digest.hex();
@@ -481,7 +483,7 @@ build_result build_solution(const build_settings& settings, const build_request&
         file.content.find("binding_registry.h") != std::string::npos ||
         solution.headers_mention_torch;
     if (may_need_full_header) unit.fallback_argv = commands.compile(unit.rel, unit.kind, unit.object, false);
-    unit.key = object_key(*tc, unit, file.content, solution.headers_digest);
+    unit.key = object_key(*tc, settings.sandbox, unit, file.content, solution.headers_digest);
     units.push_back(std::move(unit));
   }
   if (units.size() == 1 && layout_problem.empty()) layout_problem += "error: no kernels/*.cpp or kernels/*.cu sources found\n";

@@ -1,8 +1,9 @@
 // The kernel build on real solutions (tests/build/fixtures/): real compilers in the real sandbox,
 // and the built module imported and called by the harness python in a child process.
 //
-// All tests share one cache directory, so the system's binding.cpp and the fixtures' common
-// kernels/add_binding.cpp compile once; the failure fixtures differ only in kernels/add.cpp.
+// All tests, also across the processes CTest starts, share one cache directory in the build
+// tree, so the system's binding.cpp and the fixtures' common kernels/add_binding.cpp compile
+// once; the failure fixtures differ only in kernels/add.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -62,7 +63,7 @@ class BuildTest : public ::testing::Test {
 
   static build_settings test_settings() {
     build_settings s = build_settings::from(settings{});
-    s.cache_dir = scratch() / "cache";
+    s.cache_dir = CUDA_AGENT_BUILD_TEST_CACHE;
     s.timeout = std::chrono::seconds{600};
     s.jobs = 2;
     const std::string bwrap = working_bwrap();
@@ -104,8 +105,11 @@ class BuildTest : public ::testing::Test {
         options);
   }
 
-  // Processes whose command line mentions `needle` or that run in it (other than this test).
-  static std::vector<std::string> processes_mentioning(const std::string& needle) {
+  // Processes whose command line mentions this process's build work dirs (named
+  // <module>-<pid>-<n> under the cache's work/) or that run in one.
+  static std::vector<std::string> processes_in_our_work_dirs() {
+    const std::string needle = (fs::path(CUDA_AGENT_BUILD_TEST_CACHE) / "work").string();
+    const std::string ours = "-" + std::to_string(::getpid()) + "-";
     std::vector<std::string> found;
     for (const auto& entry : fs::directory_iterator("/proc")) {
       const std::string pid = entry.path().filename().string();
@@ -116,8 +120,11 @@ class BuildTest : public ::testing::Test {
       for (auto& c : cmdline) c = c == '\0' ? ' ' : c;
       std::error_code ec;
       const std::string cwd = fs::read_symlink(entry.path() / "cwd", ec).string();
-      if (cmdline.find(needle) != std::string::npos || cwd.rfind(needle, 0) == 0)
-        found.push_back(pid + ": " + cmdline);
+      const auto mentions = [&](const std::string& text) {
+        const auto at = text.find(needle);
+        return at != std::string::npos && text.find(ours, at) != std::string::npos;
+      };
+      if (mentions(cmdline) || mentions(cwd)) found.push_back(pid + ": " + cmdline);
     }
     return found;
   }
@@ -146,7 +153,8 @@ TEST_F(BuildTest, UnchangedRebuildIsACacheHitAndAnEditIsAMiss) {
   EXPECT_EQ(second.module_path, first.module_path);
   EXPECT_LT(second.duration_ms, 500.0);
 
-  // The kernel now computes a + 3b: only that file is compiled again, and the module says so.
+  // The kernel now computes a + 3b (with a comment no earlier run wrote): only that file is
+  // compiled again, and the module says so.
   {
     std::ifstream in(dir / "kernels" / "add.cpp");
     std::stringstream text;
@@ -155,6 +163,8 @@ TEST_F(BuildTest, UnchangedRebuildIsACacheHitAndAnEditIsAMiss) {
     const auto at = source.find("2.0f");
     ASSERT_NE(at, std::string::npos);
     source.replace(at, 4, "3.0f");
+    source += "// edit " + std::to_string(::getpid()) + "-" +
+              std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "\n";
     std::ofstream(dir / "kernels" / "add.cpp", std::ios::trunc) << source;
   }
   const auto third = build_solution(test_settings(), cpu_request(dir));
@@ -212,7 +222,7 @@ TEST_F(BuildTest, RunawayTemplatesHitTheTimeLimitAndNoCompilerIsLeft) {
   // init dies; give that a few seconds, then nothing may be left.
   std::vector<std::string> left;
   for (int i = 0; i < 100; ++i) {
-    left = processes_mentioning((scratch() / "cache" / "work").string());
+    left = processes_in_our_work_dirs();
     if (left.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds{100});
   }
