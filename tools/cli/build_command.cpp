@@ -15,6 +15,7 @@
 
 #include "actors/process/subprocess.hpp"
 #include "kernels/build/build.hpp"
+#include "kernels/build/toolchain.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace cuda_agent::cli {
@@ -132,11 +133,17 @@ print("reference_s=%.3f" % (time.perf_counter() - start))
 )py";
 
 double run_reference(const std::string& python, const fs::path& solution, const fs::path& build_dir,
-                     const std::string& device, int jobs) {
+                     const std::string& device, const std::string& arch, int jobs) {
   fs::create_directories(build_dir);
   subprocess_options options;
   options.timeout = std::chrono::minutes{30};
   if (jobs > 0) options.extra_env["MAX_JOBS"] = std::to_string(jobs);
+  // The architecture torch would detect on this GPU ("sm_90" -> "9.0"), also where none is seen.
+  if (device == "cuda") {
+    const std::string digits = arch.substr(3);
+    options.extra_env["TORCH_CUDA_ARCH_LIST"] =
+        digits.substr(0, digits.size() - 1) + "." + digits.substr(digits.size() - 1);
+  }
   const auto result = run_subprocess(
       {python, "-c", kReferenceScript, solution.string(), build_dir.string(), device}, options);
   const auto at = result.out.find("reference_s=");
@@ -166,6 +173,7 @@ std::string import_check(const std::string& python, const fs::path& module_path)
 int run_bench_build(const invocation& inv, const build_options& options) {
   auto settings = build::build_settings::from(inv.config);
   auto request = make_request(options);
+  if (request.device == "cuda" && request.arch.empty()) request.arch = build::detect_gpu_arch();
   const fs::path scratch =
       fs::temp_directory_path() / fmt::format("cuda-agent-bench-build-{}", ::getpid());
   fs::remove_all(scratch);
@@ -180,7 +188,7 @@ int run_bench_build(const invocation& inv, const build_options& options) {
   settings.cache_dir = scratch / "cache";  // empty: nothing of this toolchain is cached yet
 
   std::cout << fmt::format("solution: {} (device {}{}), jobs {}, sandbox {}\n", options.solution,
-                           options.device, options.arch.empty() ? "" : " " + options.arch,
+                           options.device, request.arch.empty() ? "" : " " + request.arch,
                            settings.jobs, settings.sandbox);
   request.solution_dir = unseen_copy(options.solution, scratch / "first");
   const auto first = checked_build(settings, request, "first");
@@ -211,7 +219,7 @@ int run_bench_build(const invocation& inv, const build_options& options) {
       << build::template_binding_registry_h();
   const double reference =
       run_reference(settings.python, reference_src, scratch / "reference-build", options.device,
-                    settings.jobs);
+                    request.arch, settings.jobs);
   std::cout << fmt::format(
       "reference     {:8.2f} s  torch.utils.cpp_extension.load, fresh build dir (ninja{})\n",
       reference, settings.jobs > 0 ? fmt::format(", MAX_JOBS={}", settings.jobs) : "");
