@@ -142,6 +142,33 @@ const std::vector<setting_spec>& settings::schema() {
        "Harness workers (one job each) on this node: one per GPU, or per CPU evaluator."},
       {"rollout.max_waiting_jobs", T::integer, "256", {}, 1, 1000000,
        "Jobs that may wait for a compiler worker or a GPU slot before new ones are rejected."},
+      {"build.cache_dir", T::string, "runs/build-cache", {}, 0, 0,
+       "Directory of the kernel build cache: object files, built modules and full compiler logs."},
+      {"build.jobs", T::integer, "0", {}, 0, 256,
+       "Compiler processes one build runs at once; 0 means one per core."},
+      {"build.timeout_s", T::integer, "300", {}, 1, 86400,
+       "Wall-clock limit of one build; a compiler still running then is killed and reported."},
+      {"build.memory_mb", T::integer, "16384", {}, 256, 1048576,
+       "Address-space limit of every compiler process, in MiB."},
+      {"build.max_file_mb", T::integer, "2048", {}, 1, 1048576,
+       "Largest file a compiler process may write, in MiB."},
+      {"build.max_output_kb", T::integer, "1024", {}, 1, 1048576,
+       "Compiler output kept per stream and process, in KiB; the rest is dropped."},
+      {"build.diagnostics_chars", T::integer, "4000", {}, 200, 1000000,
+       "Longest condensed diagnostics handed to the agent; the full log stays on disk."},
+      {"build.sandbox", T::choice, "bwrap", {"bwrap", "none"}, 0, 0,
+       "Isolation of compiler processes: bwrap (no network, read-only toolchain, writable build "
+       "dir only) or none."},
+      {"build.bwrap", T::string, "bwrap", {}, 0, 0,
+       "The bubblewrap program used when build.sandbox = bwrap."},
+      {"build.cxx", T::string, "g++", {}, 0, 0, "Host C++ compiler."},
+      {"build.nvcc", T::string, "", {}, 0, 0,
+       "CUDA compiler; empty: $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc."},
+      {"build.kernel_flags", T::string, "-O3", {}, 0, 0,
+       "Optimisation flags of kernel sources (kernels/*.cpp, host compiler, and kernels/*.cu)."},
+      {"build.binding_flags", T::string, "-O0", {}, 0, 0,
+       "Optimisation flags of binding sources (binding.cpp, kernels/*_binding.cpp): they only "
+       "marshal arguments."},
   };
   return specs;
 }
