@@ -117,6 +117,45 @@ const std::vector<setting_spec>& settings::schema() {
       {"harness.python", T::string, CUDA_AGENT_DEFAULT_PYTHON, {}, 0, 0,
        "Python interpreter, with torch 2.11.0, that runs the locked harness and reference models; "
        "defaults to the one the build took LibTorch from."},
+      {"policy.backend", T::choice, "openai", {"openai", "replay", "demo"}, 0, 0,
+       "Where the agent's turns come from: an OpenAI-compatible server, a message log, or the "
+       "shipped demonstrations."},
+      {"policy.base_url", T::string, "http://127.0.0.1:8000/v1", {}, 0, 0,
+       "Base URL of the OpenAI-compatible server; /chat/completions is appended."},
+      {"policy.model", T::string, "", {}, 0, 0,
+       "Model name sent with each request (vLLM/SGLang: the served model name); required for "
+       "the openai backend."},
+      {"policy.api_key_env", T::string, "OPENAI_API_KEY", {}, 0, 0,
+       "Environment variable holding the API key; unset or empty sends no Authorization header."},
+      {"policy.temperature", T::real, "1.0", {}, 0, 0,
+       "Sampling temperature, unless a request sets its own."},
+      {"policy.top_p", T::real, "1.0", {}, 0, 0, "Nucleus sampling mass, unless a request sets its own."},
+      {"policy.max_tokens", T::integer, "8192", {}, 1, 1 << 24,
+       "Most tokens one turn may generate, unless a request sets its own."},
+      {"policy.timeout_s", T::integer, "600", {}, 1, 86400,
+       "Time limit of one HTTP request, connection to last byte."},
+      {"policy.retries", T::integer, "4", {}, 0, 100,
+       "Retries of a request after 429, 5xx, a timeout, a dropped connection or a garbled reply."},
+      {"policy.retry_backoff_ms", T::integer, "500", {}, 0, 600000,
+       "Wait before the first retry; doubled for each further one (a server's Retry-After wins)."},
+      {"policy.max_concurrency", T::integer, "64", {}, 1, 100000,
+       "Requests in flight to the policy at once; the others wait for a grant."},
+      {"policy.max_queue", T::integer, "1024", {}, 0, 1000000,
+       "Requests that may wait for a grant; one more is rejected at once."},
+      {"policy.context_tokens", T::integer, "131072", {}, 1024, int64_t{1} << 30,
+       "Context window of the model; old tool outputs are truncated to keep prompt and reply in it."},
+      {"policy.token_ids", T::boolean, "true", {}, 0, 0,
+       "Ask for sampled token ids and log-probabilities (vLLM's logprobs and "
+       "return_tokens_as_token_ids); turn off for servers that reject unknown fields."},
+      {"policy.tools_dir", T::string, "skills/tools", {}, 0, 0,
+       "Directory of the tools' JSON schemas (<Tool>.json) sent to the model."},
+      {"policy.replay_log", T::string, "", {}, 0, 0,
+       "Message log directory the replay backend answers from."},
+      {"policy.replay_episode", T::string, "", {}, 0, 0,
+       "Episode of the log to replay; empty: the episode id of each request."},
+      {"policy.demo_dir", T::string, "corpus/demos", {}, 0, 0,
+       "Demonstrations the demo backend plays: <dir>/<task_id>/demo.json or "
+       "<dir>/<set>/<task_id>/demo.json."},
   };
   return specs;
 }
