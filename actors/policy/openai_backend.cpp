@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -188,8 +190,23 @@ json chat_completion_body(const policy_settings& settings, const tool_schemas& s
   return body;
 }
 
+namespace {
+policy_response parse_completion(const std::string& body, const tool_schemas& schemas,
+                                 const policy_request& request);
+}  // namespace
+
 policy_response parse_chat_completion(const std::string& body, const tool_schemas& schemas,
                                       const policy_request& request) {
+  try {
+    return parse_completion(body, schemas, request);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type (null usage, ...)
+    throw bad_reply{std::string{"the reply is not a chat completion: "} + e.what()};
+  }
+}
+
+namespace {
+policy_response parse_completion(const std::string& body, const tool_schemas& schemas,
+                                 const policy_request& request) {
   const auto doc = json::parse(body, nullptr, false);
   if (doc.is_discarded()) throw bad_reply{"the reply is not JSON: " + cut(body, 200)};
   if (!doc.is_object() || !doc.contains("choices") || !doc["choices"].is_array() ||
@@ -277,6 +294,7 @@ policy_response parse_chat_completion(const std::string& body, const tool_schema
                  request.turn, out.token_ids.size(), out.logprobs.size());
   return out;
 }
+}  // namespace
 
 openai_backend::openai_backend(policy_settings settings)
     : settings_{std::move(settings)}, schemas_{load_tool_schemas(settings_.tools_dir)} {

@@ -28,13 +28,14 @@ using policy_actor = caf::stateful_actor<policy_state>;
 // One request on a thread of its own; the actor ends after answering.
 caf::behavior backend_call(caf::event_based_actor* self, std::shared_ptr<policy_backend> backend) {
   return {[self, backend](const policy_request& request) -> caf::result<policy_response> {
-    caf::result<policy_response> answer = caf::error{};
-    try {
-      answer = backend->complete(request);
-    } catch (const std::exception& e) {
-      spdlog::warn("policy: episode {} turn {}: {}", request.episode_id, request.turn, e.what());
-      answer = caf::make_error(caf::sec::runtime_error, std::string{e.what()});
-    }
+    auto answer = [&]() -> caf::result<policy_response> {
+      try {
+        return backend->complete(request);
+      } catch (const std::exception& e) {
+        spdlog::warn("policy: episode {} turn {}: {}", request.episode_id, request.turn, e.what());
+        return caf::make_error(caf::sec::runtime_error, std::string{e.what()});
+      }
+    }();
     self->quit();
     return answer;
   }};

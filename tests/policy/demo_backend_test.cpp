@@ -51,12 +51,16 @@ TEST(demo_backend, plays_each_step_then_the_final_answer) {
     EXPECT_EQ(call.parse_error, "");
     EXPECT_TRUE(call_ids.insert(call.call_id).second) << "call id reused: " << call.call_id;
     const auto arguments = json::parse(call.arguments_json);
-    if (step == 0) EXPECT_EQ(response.content, "Read the reference program first.");
+    if (step == 0) {
+      EXPECT_EQ(response.content, "Read the reference program first.");
+    }
     if (step == 1) {
       EXPECT_EQ(arguments["file_path"], "kernels/relu.cpp");
       EXPECT_EQ(arguments["content"], read_bytes(demos / "toy/relu/solution/kernels/relu.cpp"));
     }
-    if (step == 3) EXPECT_EQ(arguments["command"], "build");
+    if (step == 3) {
+      EXPECT_EQ(arguments["command"], "build");
+    }
     // The episode appends the turn and the tool's answer.
     request.messages.push_back({"assistant", response.content, "", response.tool_calls});
     request.messages.push_back({"tool", "ok", call.call_id, {}});

@@ -133,12 +133,12 @@ completion& completion::usage(int prompt_tokens, int completion_tokens) {
 }
 
 completion& completion::tokens(std::vector<std::pair<int32_t, float>> ids_and_logprobs) {
-  json content = json::array();
+  nlohmann::json content = nlohmann::json::array();
   for (const auto& [id, logprob] : ids_and_logprobs)
     content.push_back({{"token", "token_id:" + std::to_string(id)},
                        {"logprob", logprob},
-                       {"bytes", json::array()},
-                       {"top_logprobs", json::array()}});
+                       {"bytes", nlohmann::json::array()},
+                       {"top_logprobs", nlohmann::json::array()}});
   logprobs_ = {{"content", std::move(content)}};
   return *this;
 }
