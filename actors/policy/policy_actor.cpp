@@ -6,6 +6,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/recorder.hpp"
+
 namespace cuda_agent::policy {
 namespace {
 
@@ -17,6 +19,7 @@ struct waiting_request {
 struct policy_state {
   std::shared_ptr<policy_backend> backend;
   policy_limits limits;
+  caf::actor recorder;  // may be unset
   int32_t running = 0;
   int32_t peak_running = 0;
   int64_t rejected = 0;
@@ -58,7 +61,10 @@ void start(policy_actor* self, policy_request request, caf::response_promise pro
   };
   self->request(worker, caf::infinite, std::move(request))
       .then(
-          [promise, done](policy_response& response) mutable {
+          [self, promise, done](policy_response& response) mutable {
+            if (self->state.recorder)
+              self->send(self->state.recorder, record_atom::value,
+                         make_record("policy", "episode", response.episode_id, response));
             promise.deliver(std::move(response));
             done();
           },
@@ -69,9 +75,10 @@ void start(policy_actor* self, policy_request request, caf::response_promise pro
 }
 
 caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend> backend,
-                              policy_limits limits) {
+                              policy_limits limits, caf::actor recorder) {
   self->state.backend = std::move(backend);
   self->state.limits = limits;
+  self->state.recorder = std::move(recorder);
   return {
       [self](policy_request& request) -> caf::result<policy_response> {
         auto& st = self->state;
@@ -104,13 +111,14 @@ caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend
 }  // namespace
 
 caf::actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,
-                        policy_limits limits) {
-  return system.spawn(policy_behavior, std::move(backend), limits);
+                        policy_limits limits, caf::actor recorder) {
+  return system.spawn(policy_behavior, std::move(backend), limits, std::move(recorder));
 }
 
-caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings) {
+caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
+                        caf::actor recorder) {
   return spawn_policy(system, make_policy_backend(settings),
-                      {settings.max_concurrency, settings.max_queue});
+                      {settings.max_concurrency, settings.max_queue}, std::move(recorder));
 }
 
 }  // namespace cuda_agent::policy

@@ -8,6 +8,10 @@
 // mailbox. A request whose backend fails is answered with an error carrying the backend's
 // policy_error text (the episode ends with termination::infrastructure_failure).
 //
+// Given a recorder, it appends every policy_response it answers with to the message log
+// (sender "policy", receiver "episode", the episode's id), which is what the replay backend
+// reads back.
+//
 //   (policy_request) -> policy_response
 //   (policy_stats_atom) -> (running: int32, waiting: int32, peak_running: int32, rejected: int64)
 #pragma once
@@ -31,10 +35,11 @@ struct policy_limits {
 };
 
 caf::actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,
-                        policy_limits limits);
+                        policy_limits limits, caf::actor recorder = {});
 
 // The backend the settings name, behind an actor with the settings' limits. Throws
 // config_error, like make_policy_backend.
-caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings);
+caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
+                        caf::actor recorder = {});
 
 }  // namespace cuda_agent::policy

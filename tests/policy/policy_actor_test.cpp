@@ -7,7 +7,10 @@
 #include <caf/all.hpp>
 
 #include "actors/policy/policy_actor.hpp"
+#include "actors/policy/replay_backend.hpp"
+#include "actors/recorder.hpp"
 #include "messages/registry.hpp"
+#include "tests/message_log/test_support.hpp"
 #include "tests/policy/test_support.hpp"
 
 namespace cuda_agent::policy {
@@ -17,7 +20,7 @@ using namespace std::chrono_literals;
 using namespace testing;
 
 struct actor_system_fixture : ::testing::Test {
-  actor_system_fixture() : system{(register_message_types(cfg), cfg)} {}
+  actor_system_fixture() : system{(register_message_types(cfg), add_recorder_types(cfg), cfg)} {}
   caf::actor_system_config cfg;
   caf::actor_system system;
 };
@@ -96,6 +99,52 @@ TEST_F(policy_actor, serves_the_backend_the_settings_name) {
       .receive([](policy_response& r) { EXPECT_EQ(r.tool_calls.at(0).tool, "Read"); },
                [&](caf::error& e) { FAIL() << system.render(e); });
   self->send_exit(policy, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(policy_actor, records_its_answers_so_that_replay_gives_them_back) {
+  message_log::testing::scratch_dir dir;
+  openai_test_server server;
+  server.push(reply_with(completion()
+                             .content("look first")
+                             .tool_call("c1", "Read", R"({"file_path":"model.py"})")
+                             .tokens({{11, -0.5f}, {12, -0.25f}})
+                             .usage(300, 2)));
+  server.push(reply_with(completion()
+                             .tool_call("c2", "Write", R"({"file_path":"k.cu"})")  // malformed
+                             .tokens({{13, -1.0f}})
+                             .usage(340, 1)));
+  server.push(reply_with(completion().content("done").tokens({{14, 0.0f}}).usage(380, 1)));
+
+  std::vector<policy_response> live;
+  {
+    auto recorder = spawn_recorder(
+        system, message_log::writer::open(message_log::testing::options_for(dir.log())));
+    auto policy = spawn_policy(system, make_policy_backend(settings_for(server)), {4, 4}, recorder);
+    caf::scoped_actor self{system};
+    auto request = first_turn("ep-R");
+    for (int32_t turn = 1; turn <= 3; ++turn) {
+      request.turn = turn;
+      self->request(policy, 20s, request)
+          .receive([&](policy_response& r) { live.push_back(r); },
+                   [&](caf::error& e) { FAIL() << system.render(e); });
+      request.messages.push_back({"assistant", live.back().content, "", live.back().tool_calls});
+    }
+    self->request(recorder, 20s, flush_atom::value)
+        .receive([] {}, [&](caf::error& e) { FAIL() << system.render(e); });
+    self->send_exit(policy, caf::exit_reason::user_shutdown);
+    self->send_exit(recorder, caf::exit_reason::user_shutdown);
+    self->wait_for(recorder);
+  }
+  ASSERT_EQ(live.size(), 3u);
+  EXPECT_EQ(live[1].tool_calls.at(0).parse_error, "Write needs the argument 'content'");
+
+  replay_backend replay{dir.log(), ""};
+  auto request = first_turn("ep-R");
+  for (int32_t turn = 1; turn <= 3; ++turn) {
+    request.turn = turn;
+    EXPECT_EQ(replay.complete(request), live[turn - 1]) << "turn " << turn;
+  }
+  EXPECT_EQ(replay.complete(request).token_ids, (std::vector<int32_t>{14}));
 }
 
 }  // namespace
