@@ -104,6 +104,15 @@ std::string server_error_text(const std::string& body) {
   return cut(body);
 }
 
+// vLLM: "This model's maximum context length is N tokens. However, you requested M tokens";
+// SGLang: "... is longer than the model's context length ..."; OpenAI: code
+// "context_length_exceeded".
+bool is_context_overflow(const std::string& body) {
+  for (const char* phrase : {"maximum context length", "context length", "context_length_exceeded"})
+    if (body.find(phrase) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace
 
 tool_schemas load_tool_schemas(const std::filesystem::path& dir) {
@@ -245,9 +254,7 @@ policy_response parse_completion(const std::string& body, const tool_schemas& sc
       const json arguments = function.value("arguments", json(nullptr));
       if (arguments.is_string())
         call.arguments_json = arguments.get<std::string>();
-      else if (arguments.is_object())  // some servers send the object itself
-        call.arguments_json = arguments.dump();
-      else if (!arguments.is_null())
+      else if (!arguments.is_null())  // some servers send the object itself
         call.arguments_json = arguments.dump();
       call.parse_error = arguments.is_null()
                              ? "the tool call has no arguments"
@@ -269,7 +276,7 @@ policy_response parse_completion(const std::string& body, const tool_schemas& sc
       for (const auto& entry : *content) {
         if (!entry.is_object()) throw bad_reply{"logprobs.content holds a non-object"};
         const auto logprob = entry.value("logprob", json(nullptr));
-        // A null or huge negative logprob is the server's -inf.
+        // JSON has no infinity: a null logprob is the server's -inf.
         out.logprobs.push_back(logprob.is_number() ? logprob.get<float>()
                                                    : -std::numeric_limits<float>::infinity());
         int32_t id = 0;
@@ -370,6 +377,20 @@ policy_response openai_backend::complete(const policy_request& request) {
     } else if (reply.status == 429 || reply.status >= 500) {
       problem = "HTTP " + std::to_string(reply.status) + ": " + server_error_text(reply.body);
       wait_s = reply.retry_after_s;
+    } else if (reply.status == 400 && is_context_overflow(reply.body)) {
+      // The conversation no longer fits even after the context policy: the agent's budget is
+      // spent. Not an infrastructure failure (retrying cannot help), so it is an answer.
+      spdlog::warn("policy: episode {} turn {}: the server refused the prompt as too long: {}",
+                   request.episode_id, request.turn, server_error_text(reply.body));
+      policy_response response;
+      response.episode_id = request.episode_id;
+      response.turn = request.turn;
+      response.finish_reason = "context_overflow";
+      response.context_action =
+          fitted.action.find("over_budget") != std::string::npos ? fitted.action
+          : fitted.action == "none"                              ? "over_budget"
+                                                                 : fitted.action + ",over_budget";
+      return response;
     } else {
       throw policy_error{"policy server " + url_ + " answered HTTP " +
                          std::to_string(reply.status) + ": " + server_error_text(reply.body) +

@@ -13,7 +13,10 @@
 //   - usage (prompt and completion tokens), which also anchors the next turn's context estimate
 //     (context_policy.hpp).
 // A 429, a 5xx, a timeout, a refused or dropped connection and a garbled body are retried with
-// exponential backoff (a Retry-After header wins); any other HTTP error fails at once.
+// exponential backoff (a Retry-After header wins); any other HTTP error fails at once, except a
+// 400 that refuses the prompt as longer than the model's context: that is the agent's budget
+// running out, answered with finish_reason "context_overflow", no content and context_action
+// ending in "over_budget" (the episode ends with termination::token_budget).
 #pragma once
 
 #include <map>

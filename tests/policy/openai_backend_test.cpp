@@ -244,6 +244,21 @@ TEST(openai_backend, does_not_retry_a_client_error) {
   EXPECT_EQ(server.request_count(), 1u);
 }
 
+TEST(openai_backend, answers_a_prompt_the_server_finds_too_long_with_context_overflow) {
+  openai_test_server server;
+  server.push(scripted_reply::error(
+      400, "This model's maximum context length is 4096 tokens. However, you requested 5000 "
+           "tokens (4000 in the messages, 1000 in the completion). Please reduce the length of "
+           "the messages or completion."));
+  openai_backend backend{settings_for(server)};
+  const auto response = backend.complete(first_turn());
+  EXPECT_EQ(response.finish_reason, "context_overflow");
+  EXPECT_EQ(response.context_action, "over_budget");
+  EXPECT_TRUE(response.content.empty());
+  EXPECT_TRUE(response.tool_calls.empty());
+  EXPECT_EQ(server.request_count(), 1u);  // not retried
+}
+
 TEST(openai_backend, retries_a_request_that_timed_out) {
   openai_test_server server;
   server.push(reply_with(completion().content("too late")).after(3000ms));
