@@ -351,9 +351,10 @@ void end_loop(episode_actor* self, termination reason, std::string error) {
 std::string task_prompt(const episode_config& c) {
   return fmt::format(
       "Task {}: write ModelNew in model_new.py, with the same constructor and outputs as Model in "
-      "model.py (shown below), whose forward runs your own {} kernels. Your workdir is {}.\n\n"
-      "model.py:\n```python\n{}\n```\n",
-      c.task.id, c.device == "cuda" ? "CUDA" : "C++", c.workdir.string(), c.task.model_py);
+      "model.py (shown below), whose forward runs your own {} kernels. Your tools work in the "
+      "directory that holds model.py, SKILL.md and kernels/; SKILL.md says how to build, verify "
+      "and profile.\n\nmodel.py:\n```python\n{}\n```\n",
+      c.task.id, c.device == "cuda" ? "CUDA" : "C++", c.task.model_py);
 }
 
 caf::behavior episode(episode_actor* self, episode_config config, episode_peers peers) {
@@ -401,9 +402,6 @@ void apply_episode_settings(const settings& config, episode_config& episode) {
   episode.max_turns = static_cast<int32_t>(config.get_int("episode.max_turns"));
   episode.context_tokens = config.get_int("episode.context_tokens");
   episode.wall_clock = std::chrono::seconds{config.get_int("episode.wall_clock_s")};
-  episode.max_tokens_per_turn = static_cast<int32_t>(config.get_int("episode.max_tokens_per_turn"));
-  episode.temperature = config.get_real("episode.temperature");
-  episode.top_p = config.get_real("episode.top_p");
   episode.policy_timeout = std::chrono::seconds{config.get_int("episode.policy_timeout_s")};
   episode.job_timeout = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
 }

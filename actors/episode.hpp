@@ -44,9 +44,10 @@ struct episode_config {
   int64_t context_tokens = 131072;
   std::chrono::milliseconds wall_clock{std::chrono::hours{2}};
   bool enforce_wall_clock = true;  // false in replay, where the recorded deadline is fed instead
-  int32_t max_tokens_per_turn = 8192;
-  double temperature = 1.0;
-  double top_p = 1.0;
+  // Sampling asked of the policy; 0 and NaN leave it to the policy's own settings.
+  int32_t max_tokens_per_turn = 0;
+  double temperature = not_measured;
+  double top_p = not_measured;
   std::chrono::milliseconds policy_timeout{std::chrono::minutes{10}};
   std::chrono::milliseconds job_timeout{std::chrono::minutes{30}};
 };

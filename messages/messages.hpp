@@ -87,8 +87,12 @@ struct tool_call {
   std::string call_id;
   std::string tool;  // Bash, Read, Write, Edit, MultiEdit, Glob, Grep, BashOutput, KillBash
   std::string arguments_json;
+  // Not empty when the model's call was malformed (arguments that are not a JSON object, an
+  // unknown tool, a missing required argument): the call is not run; the episode answers it
+  // with an error tool_result carrying this text, so the model sees its mistake.
+  std::string parse_error;
 };
-CUDA_AGENT_FIELDS(tool_call, call_id, tool, arguments_json);
+CUDA_AGENT_FIELDS(tool_call, call_id, tool, arguments_json, parse_error);
 
 struct chat_message {
   std::string role;  // system, user, assistant, tool
@@ -100,15 +104,17 @@ CUDA_AGENT_FIELDS(chat_message, role, content, tool_call_id, tool_calls);
 
 struct policy_request {
   std::string episode_id;
+  std::string task_id;  // the task the episode works on (the demo policy plays its demonstration)
   int32_t turn = 0;
   std::vector<chat_message> messages;
   std::vector<std::string> tools;  // names of the tools the model may call
+  // Sampling: 0 (max_tokens) or NaN (temperature, top_p) means the policy's configured value.
   int32_t max_tokens = 0;
-  double temperature = 1.0;
-  double top_p = 1.0;
+  double temperature = not_measured;
+  double top_p = not_measured;
 };
-CUDA_AGENT_FIELDS(policy_request, episode_id, turn, messages, tools, max_tokens, temperature,
-                  top_p);
+CUDA_AGENT_FIELDS(policy_request, episode_id, task_id, turn, messages, tools, max_tokens,
+                  temperature, top_p);
 
 struct policy_response {
   std::string episode_id;

@@ -11,7 +11,7 @@ $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
   cmake ninja-build g++ ccache python3 python3-venv bubblewrap \
   libcaf-dev libssl-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
-  libcli11-dev libtomlplusplus-dev libgtest-dev >/dev/null
+  libcli11-dev libtomlplusplus-dev libgtest-dev libcurl4-openssl-dev >/dev/null
 
 python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then

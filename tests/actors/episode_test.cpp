@@ -172,8 +172,8 @@ TEST(routed_command, recognises_exactly_the_three_words) {
   EXPECT_EQ(routed_command(bash("a", "profile")), "profile");
   EXPECT_EQ(routed_command(bash("a", "build && rm -rf /")), "");
   EXPECT_EQ(routed_command(bash("a", "make build")), "");
-  EXPECT_EQ(routed_command({"a", "Read", R"({"command": "build"})"}), "");
-  EXPECT_EQ(routed_command({"a", "Bash", "not json"}), "");
+  EXPECT_EQ(routed_command({"a", "Read", R"({"command": "build"})", ""}), "");
+  EXPECT_EQ(routed_command({"a", "Bash", "not json", ""}), "");
 }
 
 }  // namespace

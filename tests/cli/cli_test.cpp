@@ -37,7 +37,8 @@ TEST(cli, help_lists_the_subcommands) {
 TEST(cli, every_subcommand_has_help) {
   for (std::vector<std::string> args :
        {std::vector<std::string>{"demo"}, {"config", "show"}, {"config", "schema"}, {"doctor"},
-        {"log", "show"}, {"log", "stats"}, {"log", "export"}, {"bench", "log"}}) {
+        {"log", "show"}, {"log", "stats"}, {"log", "export"}, {"bench", "log"},
+        {"policy", "ask"}}) {
     args.push_back("--help");
     const auto r = cli(args);
     EXPECT_TRUE(r.ok()) << args[0] << ": " << r.describe() << r.err;

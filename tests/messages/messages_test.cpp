@@ -242,7 +242,7 @@ struct tool_call_payload {
   std::string bytes() const {
     msgpack::sbuffer buffer;
     msgpack::packer<msgpack::sbuffer> out{buffer};
-    out.pack_map(3 - drop_tool + extra_field + duplicate_call_id);
+    out.pack_map(4 - drop_tool + extra_field + duplicate_call_id);
     out.pack(std::string{"call_id"});
     out.pack(std::string{"c1"});
     if (!drop_tool) {
@@ -254,6 +254,8 @@ struct tool_call_payload {
     }
     out.pack(std::string{"arguments_json"});
     out.pack(std::string{"{}"});
+    out.pack(std::string{"parse_error"});
+    out.pack(std::string{});
     if (extra_field) {
       out.pack(std::string{"surprise"});
       out.pack(1);

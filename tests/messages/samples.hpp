@@ -12,7 +12,8 @@ template <class T>
 T sample();
 
 inline tool_call sample_call(int i) {
-  return {"call-" + std::to_string(i), "Write", R"({"file_path":"kernels/k.cu","content":"//"})"};
+  return {"call-" + std::to_string(i), "Write", R"({"file_path":"kernels/k.cu","content":"//"})",
+          "arguments: 'content' is missing"};
 }
 
 template <> inline task_spec sample() {
@@ -31,8 +32,8 @@ template <> inline chat_message sample() {
   return {"assistant", "Let me write the kernel.", "call-0", {sample_call(1), sample_call(2)}};
 }
 template <> inline policy_request sample() {
-  return {"ep-7", 3, {sample<chat_message>(), {"tool", "ok", "call-1", {}}}, {"Bash", "Write"},
-          4096, 0.7, 0.95};
+  return {"ep-7", "L1-19", 3, {sample<chat_message>(), {"tool", "ok", "call-1", {}}},
+          {"Bash", "Write"}, 4096, 0.7, 0.95};
 }
 template <> inline policy_response sample() {
   return {"ep-7", 3, "thinking", {sample_call(3)}, {151644, 872, -1}, {-0.25f, -1.5f, 0.0f},

@@ -10,3 +10,4 @@ apt-get download \
   libmsgpack-cxx-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 \
   libgtest-dev googletest nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libtomlplusplus3 \
   bubblewrap
+  libcurl4-openssl-dev

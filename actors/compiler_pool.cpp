@@ -1,0 +1,49 @@
+#include "actors/compiler_pool.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+namespace cuda_agent {
+namespace {
+
+caf::behavior compiler_worker(caf::event_based_actor*, build::build_settings settings) {
+  return {[settings](const compile_job& job) -> caf::result<compile_result> {
+    build::build_request request{job.solution_dir, job.device, job.arch};
+    const auto built = build::build_solution(settings, request);
+    if (!built.error.empty())
+      return caf::make_error(caf::sec::runtime_error, "the build could not run: " + built.error);
+    return build::to_compile_result(job.job_id, built);
+  }};
+}
+
+}  // namespace
+
+worker_pool spawn_compiler_pool(caf::actor_system& system, build::build_settings settings,
+                                const worker_pool_limits& limits) {
+  supervisor_options sup{"compiler workers", restart_strategy::one_for_one, {}, {}};
+  job_pool_options options;
+  options.name = "compiler pool";
+  for (int32_t i = 0; i < limits.workers; ++i) {
+    auto name = fmt::format("compiler-{}", i);
+    sup.children.push_back({name, [settings](caf::actor_system& sys) {
+                              // Builds block for seconds: a thread of their own, not the scheduler's.
+                              return sys.spawn<caf::detached>(compiler_worker, settings);
+                            }});
+    options.workers.push_back(std::move(name));
+  }
+  worker_pool result;
+  result.supervisor = spawn_supervisor(system, std::move(sup));
+  options.supervisor = result.supervisor;
+  options.max_waiting = limits.max_waiting;
+  options.max_wait = limits.max_wait;
+  options.job_timeout = limits.job_timeout;
+  result.pool = spawn_job_pool<compile_job>(system, std::move(options));
+  return result;
+}
+
+void stop_worker_pool(const worker_pool& pool) {
+  caf::anon_send_exit(pool.pool, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(pool.supervisor, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace cuda_agent

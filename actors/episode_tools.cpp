@@ -1,0 +1,25 @@
+#include "actors/episode_tools.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/tool_call.hpp"
+
+namespace cuda_agent {
+namespace {
+
+caf::behavior episode_tools(caf::event_based_actor* self,
+                            std::shared_ptr<tools::tool_session> session) {
+  return {[self, session](tool_request& request) {
+    auto call = spawn_tool_call(self->system(), session);
+    return self->delegate(call, std::move(request));
+  }};
+}
+
+}  // namespace
+
+caf::actor spawn_episode_tools(caf::actor_system& system,
+                               std::shared_ptr<tools::tool_session> session) {
+  return system.spawn(episode_tools, std::move(session));
+}
+
+}  // namespace cuda_agent

@@ -1,0 +1,45 @@
+// The policy actor: answers each policy_request with the next turn (a policy_response), from
+// whichever backend the settings name.
+//
+// It owns the policy's concurrency credit, like the pools own theirs: at most max_concurrency
+// requests run at once, each on a detached actor of its own (backends block on HTTP or files
+// and must not stall the scheduler's threads); up to max_queue more wait, in arrival order, for
+// a grant; one more is rejected at once with an error saying so, rather than growing the
+// mailbox. A request whose backend fails is answered with an error carrying the backend's
+// policy_error text (the episode ends with termination::infrastructure_failure).
+//
+// Given a recorder, it appends every policy_response it answers with to the message log
+// (sender "policy", receiver "episode", the episode's id), which is what the replay backend
+// reads back.
+//
+//   (policy_request) -> policy_response
+//   (policy_stats_atom) -> (running: int32, waiting: int32, peak_running: int32, rejected: int64)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+
+#include "actors/policy/policy_backend.hpp"
+
+namespace cuda_agent::policy {
+
+using policy_stats_atom = caf::atom_constant<caf::atom("polstats")>;
+
+struct policy_limits {
+  int32_t max_concurrency = 64;
+  int32_t max_queue = 1024;
+};
+
+caf::actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,
+                        policy_limits limits, caf::actor recorder = {});
+
+// The backend the settings name, behind an actor with the settings' limits. Throws
+// config_error, like make_policy_backend.
+caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
+                        caf::actor recorder = {});
+
+}  // namespace cuda_agent::policy

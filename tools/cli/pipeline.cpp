@@ -1,0 +1,89 @@
+#include "tools/cli/pipeline.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <caf/all.hpp>
+
+#include "actors/episode_tools.hpp"
+#include "actors/gpu_pool.hpp"
+#include "actors/policy/policy_actor.hpp"
+#include "actors/recorder.hpp"
+#include "actors/sandbox/sandbox.hpp"
+#include "messages/registry.hpp"
+
+namespace cuda_agent::cli {
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error{"cannot read " + path.string()};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+worker_pool_limits pool_limits(const settings& config, const char* workers_key) {
+  worker_pool_limits limits;
+  limits.workers = static_cast<int32_t>(config.get_int(workers_key));
+  limits.max_waiting = static_cast<std::size_t>(config.get_int("rollout.max_waiting_jobs"));
+  limits.max_wait = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
+  limits.job_timeout = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
+  return limits;
+}
+
+}  // namespace
+
+void node_services::stop() const {
+  for (const auto& pool : {compiler, gpu})
+    if (pool.pool) stop_worker_pool(pool);
+  if (policy) caf::anon_send_exit(policy, caf::exit_reason::user_shutdown);
+  if (recorder) caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
+}
+
+void configure_actor_system(const settings& config, caf::actor_system_config& cfg) {
+  register_message_types(cfg);
+  add_recorder_types(cfg);
+  if (const auto threads = config.get_int("actors.scheduler_threads"); threads > 0)
+    cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
+}
+
+node_services start_node_services(caf::actor_system& system, const settings& config,
+                                  const std::string& device, const std::filesystem::path& log_dir,
+                                  bool with_policy) {
+  node_services node;
+  // Check the sandbox before anything starts: a missing bubblewrap is one clear line.
+  const auto sandbox_config = sandbox_settings::from(config);
+  const auto tool_limits = tools::tool_limits::from(config);
+  if (!log_dir.empty())
+    node.recorder = spawn_recorder(system, message_log::writer::open(log_writer_options(config, log_dir)));
+  if (with_policy) node.policy = policy::spawn_policy(system, policy::policy_settings::from(config));
+  node.compiler = spawn_compiler_pool(system, build::build_settings::from(config),
+                                      pool_limits(config, "rollout.compiler_workers"));
+  node.gpu = spawn_gpu_pool(system, harness::harness_settings::from(config), device,
+                            pool_limits(config, "rollout.gpu_slots"));
+  node.make_tools = [&system, sandbox_config, tool_limits](const episode_config& episode) {
+    sandbox box{episode.workdir, sandbox_config};
+    box.prepare_workdir();
+    auto session = std::make_shared<tools::tool_session>(std::move(box), tool_limits);
+    return spawn_episode_tools(system, std::move(session));
+  };
+  return node;
+}
+
+workdir_sources default_workdir_sources() {
+  const std::filesystem::path source{CUDA_AGENT_SOURCE_DIR};
+  return {source / "kernels" / "workdir_template", source / "skills" / "SKILL.md"};
+}
+
+episode_config base_episode_config(const settings& config, const std::string& device,
+                                   const std::string& policy_name) {
+  episode_config base;
+  apply_episode_settings(config, base);
+  base.device = device;
+  base.policy_name = policy_name;
+  base.system_prompt = read_text(default_workdir_sources().skill_md);
+  return base;
+}
+
+}  // namespace cuda_agent::cli

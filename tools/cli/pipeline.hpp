@@ -1,0 +1,47 @@
+// The actors of one node, started from the settings, shared by `rollout` and `replay --live`:
+// the recorder, the policy, the compiler pool, the GPU pool, and a factory for each episode's
+// sandboxed tools.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "actors/compiler_pool.hpp"
+#include "actors/episode.hpp"
+#include "actors/episode_workdir.hpp"
+#include "config/settings.hpp"
+
+namespace cuda_agent::cli {
+
+struct node_services {
+  caf::actor recorder;  // empty when the node records nothing
+  caf::actor policy;    // empty when the caller provides its own
+  worker_pool compiler;
+  worker_pool gpu;
+  // Starts the tools of an episode whose directory is prepared (sandbox per sandbox.*).
+  std::function<caf::actor(const episode_config&)> make_tools;
+
+  void stop() const;  // stops every actor above
+};
+
+// Registers the protocol, the recorder's and the pools' types, and the scheduler threads.
+void configure_actor_system(const settings& config, caf::actor_system_config& cfg);
+
+// `log_dir` empty: no recorder. `with_policy` false: no policy actor. Throws std::runtime_error
+// (one line) when something cannot start (the log is locked, bubblewrap is missing, ...).
+node_services start_node_services(caf::actor_system& system, const settings& config,
+                                  const std::string& device, const std::filesystem::path& log_dir,
+                                  bool with_policy);
+
+// Where the workdir template and SKILL.md are taken from (this source tree).
+workdir_sources default_workdir_sources();
+
+// An episode configuration with the episode.* budgets, the device and SKILL.md as the prompt.
+episode_config base_episode_config(const settings& config, const std::string& device,
+                                   const std::string& policy_name);
+
+}  // namespace cuda_agent::cli

@@ -1,0 +1,104 @@
+// `cuda-agent replay LOG`: replays recorded episodes. Hermetic by default (every answer read back
+// from the log; the replayed episode must send exactly the recorded messages); with --live the
+// policy's answers come from the log while tools, builds and GPU jobs run again for real in a
+// fresh directory, and every message whose content differs is counted.
+#include <iostream>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/message_log/reader.hpp"
+#include "actors/replay.hpp"
+#include "tools/cli/commands.hpp"
+#include "tools/cli/pipeline.hpp"
+
+namespace cuda_agent::cli {
+namespace {
+
+struct replay_options {
+  std::string log_dir;
+  std::string episode;
+  bool live = false;
+};
+
+void print_report(const replay_report& r) {
+  if (r.identical) {
+    std::cout << fmt::format("{:<28} identical ({} messages)\n", r.episode_id, r.recorded);
+    return;
+  }
+  if (!r.error.empty() && r.differing == 0) {
+    std::cout << fmt::format("{:<28} could not be replayed: {}\n", r.episode_id, r.error);
+    return;
+  }
+  std::cout << fmt::format("{:<28} diverged at message {} of {} ({} differ{})\n", r.episode_id,
+                           r.first_divergence + 1, r.recorded, r.differing,
+                           r.error.empty() ? "" : "; " + r.error)
+            << "    recorded: " << r.expected << "\n"
+            << "    replayed: " << r.actual << "\n";
+}
+
+int run_replay(const settings& config, const replay_options& o) {
+  if (!std::filesystem::is_directory(o.log_dir))
+    throw usage_error{"no message log at " + o.log_dir + " (give the directory a rollout wrote)"};
+  auto log = message_log::read_all(o.log_dir);
+  if (log.status == message_log::read_status::corrupt)
+    throw usage_error{"the message log is corrupt: " + log.problem.message()};
+  auto episodes = recorded_episodes(log.records);
+  if (!o.episode.empty()) {
+    if (std::find(episodes.begin(), episodes.end(), o.episode) == episodes.end())
+      throw usage_error{"episode '" + o.episode + "' is not in " + o.log_dir +
+                        " (`cuda-agent log stats` lists what it holds)"};
+    episodes = {o.episode};
+  }
+  if (episodes.empty()) throw usage_error{"the log at " + o.log_dir + " holds no episodes"};
+
+  caf::actor_system_config cfg;
+  configure_actor_system(config, cfg);
+  caf::actor_system system{cfg};
+  int diverged = 0;
+  {
+    node_services node;
+    const auto replay_dir = std::filesystem::path{config.get_string("rollout.runs_dir")} /
+                            fmt::format("replay-{:%Y%m%d-%H%M%S}", fmt::localtime(std::time(nullptr)));
+    for (const auto& id : episodes) {
+      const auto records = episode_records(log.records, id);
+      replay_report report;
+      if (!o.live) {
+        report = replay_hermetic(system, records);
+      } else {
+        auto fresh = recorded_config(records);
+        if (!node.compiler.pool) node = start_node_services(system, config, fresh.device, {}, false);
+        const auto paths = prepare_episode_dir(replay_dir, id, fresh.task, default_workdir_sources());
+        fresh.workdir = paths.workdir;
+        fresh.task_path = paths.task_path;
+        apply_episode_settings(config, fresh);
+        fresh.wall_clock = recorded_config(records).wall_clock;
+        report = replay_live(system, records, fresh, [&](const episode_config& c) {
+          return episode_peers{{}, node.make_tools(c), node.compiler.pool, node.gpu.pool, {}};
+        });
+      }
+      print_report(report);
+      diverged += !report.identical;
+    }
+    node.stop();
+  }
+  system.await_all_actors_done();
+  std::cout << fmt::format("{} of {} episodes {}\n", episodes.size() - diverged, episodes.size(),
+                           o.live ? "reproduced live" : "replayed identically");
+  return diverged == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, invocation& inv) {
+  auto* cmd = app.add_subcommand("replay", "Replay recorded episodes from a message log and report "
+                                           "where they diverge");
+  auto o = std::make_shared<replay_options>();
+  cmd->add_option("LOG", o->log_dir, "Message log directory")->required();
+  cmd->add_option("--episode", o->episode, "Replay only this episode");
+  cmd->add_flag("--live", o->live, "Re-run tools, builds and GPU jobs for real; only the policy's "
+                                   "answers come from the log");
+  cmd->callback([&inv, o] { inv.action = [&inv, o] { return run_replay(inv.config, *o); }; });
+}
+
+}  // namespace cuda_agent::cli

@@ -1,0 +1,181 @@
+// `cuda-agent rollout`: episodes over a corpus set through the whole pipeline (policy, sandboxed
+// tools, compiler pool, GPU pool, locked harness), every message into the log, with a live
+// progress line and a final table.
+#include <unistd.h>
+
+#include <cmath>
+#include <iostream>
+#include <map>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/rollout_manager.hpp"
+#include "corpus/task_index.hpp"
+#include "tools/cli/commands.hpp"
+#include "tools/cli/pipeline.hpp"
+
+namespace cuda_agent::cli {
+namespace {
+
+struct rollout_options {
+  std::string corpus;
+  std::string policy;
+  std::string device = "cpu";
+  int episodes = 0;  // 0: one per task
+  int concurrency = 0;
+  std::string log_dir;
+  std::string run_id;
+};
+
+struct table_row {
+  int episodes = 0, passed = 0, beat_eager = 0, beat_compile = 0;
+  double log_eager = 0, log_compile = 0;
+  int timed = 0;
+  void add(const episode_summary& s) {
+    ++episodes;
+    const int r = s.verdict.reward;
+    passed += r >= 1;
+    beat_eager += r >= 2;
+    beat_compile += r == 3;
+    if (r >= 1 && s.verdict.speedup_eager > 0 && s.verdict.speedup_compile > 0) {
+      log_eager += std::log(s.verdict.speedup_eager);
+      log_compile += std::log(s.verdict.speedup_compile);
+      ++timed;
+    }
+  }
+};
+
+std::string percent(int part, int whole) {
+  return whole == 0 ? "-" : fmt::format("{:.1f}%", 100.0 * part / whole);
+}
+
+void print_table(const std::vector<episode_summary>& results) {
+  std::map<int, table_row> levels;
+  table_row all;
+  for (const auto& s : results) {
+    levels[s.task.level].add(s);
+    all.add(s);
+  }
+  std::cout << fmt::format("\n{:<8} {:>8} {:>8} {:>12} {:>14} {:>14} {:>16}\n", "level", "episodes",
+                           "pass", "> eager", "> compile", "geomean eager", "geomean compile");
+  auto line = [](const std::string& name, const table_row& row) {
+    auto geomean = [&](double logs) {
+      return row.timed == 0 ? std::string{"-"} : fmt::format("{:.3f}x", std::exp(logs / row.timed));
+    };
+    std::cout << fmt::format("{:<8} {:>8} {:>8} {:>12} {:>14} {:>14} {:>16}\n", name, row.episodes,
+                             percent(row.passed, row.episodes), percent(row.beat_eager, row.episodes),
+                             percent(row.beat_compile, row.episodes), geomean(row.log_eager),
+                             geomean(row.log_compile));
+  };
+  for (const auto& [level, row] : levels) line(std::to_string(level), row);
+  line("all", all);
+  std::cout << "(pass: reward >= 1; > eager / > compile: at least 5% faster, rewards 2 and 3; "
+               "geomeans over passing candidates)\n";
+}
+
+int run_rollout(const settings& config, const rollout_options& o) {
+  const auto set_dir = corpus::resolve_set(std::filesystem::path{CUDA_AGENT_SOURCE_DIR} / "corpus", o.corpus);
+  auto tasks = corpus::load_task_set(set_dir);
+  if (tasks.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
+  const auto run_id = o.run_id.empty()
+                          ? fmt::format("r{:%Y%m%d-%H%M%S}", fmt::localtime(std::time(nullptr)))
+                          : o.run_id;
+  const std::filesystem::path log_dir = o.log_dir.empty() ? config.get_string("log.dir") : o.log_dir;
+
+  rollout_plan plan;
+  plan.run_id = run_id;
+  plan.tasks = std::move(tasks);
+  plan.episodes = o.episodes > 0 ? o.episodes : static_cast<int32_t>(plan.tasks.size());
+  plan.concurrency = o.concurrency > 0 ? o.concurrency
+                                       : static_cast<int32_t>(config.get_int("rollout.concurrency"));
+  plan.retries = static_cast<int32_t>(config.get_int("rollout.retries"));
+  plan.episodes_dir = std::filesystem::path{config.get_string("rollout.runs_dir")} / run_id / "episodes";
+  plan.sources = default_workdir_sources();
+  plan.base = base_episode_config(config, o.device, config.get_string("policy.backend"));
+
+  caf::actor_system_config cfg;
+  configure_actor_system(config, cfg);
+  caf::actor_system system{cfg};
+  auto results = std::make_shared<rollout_results>();
+  {
+    auto node = start_node_services(system, config, o.device, log_dir, true);
+    auto manager = spawn_rollout_manager(
+        system, plan, {node.policy, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools},
+        results);
+    std::cerr << fmt::format("rollout {}: {} episodes over {} tasks of {}, {} at a time, policy {}, "
+                             "device {}; log {}\n",
+                             run_id, plan.episodes, plan.tasks.size(), set_dir.string(),
+                             plan.concurrency, plan.base.policy_name, o.device, log_dir.string());
+    caf::scoped_actor self{system};
+    self->send(manager, run_atom::value);
+    const bool tty = ::isatty(2);
+    bool finished = false;
+    int ticks = 0;
+    while (!finished) {
+      self->receive([&](int32_t) { finished = true; },
+                    [&](caf::error& e) { throw std::runtime_error{system.render(e)}; },
+                    caf::after(std::chrono::seconds{1}) >> [] {});
+      if (!finished && !tty && ++ticks % 10 != 0) continue;
+      std::string progress;
+      self->request(manager, std::chrono::seconds{5}, status_atom::value)
+          .receive(
+              [&](int32_t done, int32_t running, int32_t queued, int32_t retried, int32_t r0,
+                  int32_t r1, int32_t r2, int32_t r3) {
+                progress = fmt::format("done {} running {} queued {} | reward -1:{} 1:{} 2:{} 3:{} "
+                                       "| retried {}",
+                                       done, running, queued, r0, r1, r2, r3, retried);
+              },
+              [](caf::error&) {});
+      self->request(node.gpu.pool, std::chrono::seconds{5}, pool_stats_atom::value)
+          .receive([&](int32_t capacity, int32_t busy, int32_t waiting,
+                       int32_t) { progress += fmt::format(" | gpu slots {}/{} busy, {} waiting", busy, capacity, waiting); },
+                   [](caf::error&) {});
+      std::cerr << (tty ? "\r" : "") << progress << (tty ? "\x1b[K" : "\n") << std::flush;
+    }
+    if (tty) std::cerr << "\n";
+    if (node.recorder)
+      self->request(node.recorder, std::chrono::seconds{30}, flush_atom::value).receive([] {}, [](caf::error&) {});
+    self->send_exit(manager, caf::exit_reason::user_shutdown);
+    node.stop();
+  }
+  system.await_all_actors_done();
+  std::lock_guard<std::mutex> lock{results->mutex};
+  for (const auto& s : results->episodes)
+    std::cout << fmt::format("{:<24} {:<28} {:<22} reward {:>2}  {}\n", s.episode_id, s.task.id,
+                             to_string(s.ended.reason), s.verdict.reward,
+                             s.verdict.error.substr(0, 100));
+  print_table(results->episodes);
+  std::cout << "replay with: cuda-agent replay " << log_dir.string() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_rollout_command(CLI::App& app, invocation& inv) {
+  auto* cmd = app.add_subcommand(
+      "rollout", "Run agent episodes over a corpus set through the whole pipeline");
+  auto o = std::make_shared<rollout_options>();
+  cmd->add_option("--corpus", o->corpus, "Corpus set: a directory with index.json, or a set name "
+                                         "under corpus/tasks (smoke, bench)")
+      ->required();
+  cmd->add_option("--policy", o->policy, "Policy backend: openai, replay or demo (default: "
+                                         "setting policy.backend)")
+      ->check(CLI::IsMember({"openai", "replay", "demo"}));
+  cmd->add_option("--device", o->device, "Where candidates run: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--episodes", o->episodes, "Episodes to run (default: one per task)")
+      ->check(CLI::Range(1, 10000000));
+  cmd->add_option("--concurrency", o->concurrency, "Episodes at a time (default: rollout.concurrency)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--log", o->log_dir, "Message log directory (default: setting log.dir)");
+  cmd->add_option("--run-id", o->run_id, "Name of this run (default: r<date>-<time>)");
+  cmd->callback([&inv, o] {
+    inv.action = [&inv, o] {
+      if (!o->policy.empty()) inv.config.apply_override("policy.backend=" + o->policy);
+      return run_rollout(inv.config, *o);
+    };
+  });
+}
+
+}  // namespace cuda_agent::cli
