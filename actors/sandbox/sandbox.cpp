@@ -163,8 +163,9 @@ std::vector<std::string> sandbox::command_argv(const std::string& command) const
                            mib(std::min<int64_t>(settings_.max_file_mb, 1024)), "--tmpfs", "/tmp"});
   for (const auto& path : settings_.ro_paths)
     argv.insert(argv.end(), {"--ro-bind-try", path.string(), path.string()});
-  argv.insert(argv.end(), {"--bind", workdir_.string(), mount_point.string(), "--chdir",
-                           mount_point.string(), "--"});
+  // The root itself (bwrap's scratch tmpfs holding the mount points) becomes read-only last.
+  argv.insert(argv.end(), {"--bind", workdir_.string(), mount_point.string(), "--remount-ro", "/",
+                           "--chdir", mount_point.string(), "--"});
   argv.insert(argv.end(), limited.begin(), limited.end());
   return argv;
 }
