@@ -11,7 +11,7 @@ using tool_function = tool_output (*)(tool_session&, const nlohmann::json&);
 
 struct tool_entry {
   tool_function run;
-  std::initializer_list<const char*> arguments;
+  std::vector<std::string> arguments;
 };
 
 const std::map<std::string, tool_entry>& registry() {
@@ -100,7 +100,7 @@ std::optional<std::string> routed_command(std::string_view command) {
 }
 
 nlohmann::json parse_arguments(const std::string& arguments_json,
-                               std::initializer_list<const char*> known) {
+                               const std::vector<std::string>& known) {
   nlohmann::json args;
   try {
     args = arguments_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(arguments_json);
@@ -110,10 +110,10 @@ nlohmann::json parse_arguments(const std::string& arguments_json,
   if (!args.is_object()) throw tool_error{"the arguments must be a JSON object"};
   for (const auto& [name, value] : args.items()) {
     bool ok = false;
-    for (const char* k : known) ok = ok || name == k;
+    for (const auto& k : known) ok = ok || name == k;
     if (!ok) {
       std::string list;
-      for (const char* k : known) list += std::string{list.empty() ? "" : ", "} + k;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       throw tool_error{"unknown argument '" + name + "'; this tool takes: " + list};
     }
   }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,7 +46,7 @@ std::string valid_utf8(std::string_view text);
 // The arguments object; throws tool_error if the text is not a JSON object or names an argument
 // the tool does not have.
 nlohmann::json parse_arguments(const std::string& arguments_json,
-                               std::initializer_list<const char*> known);
+                               const std::vector<std::string>& known);
 std::string required_string(const nlohmann::json& args, const char* name);
 std::optional<std::string> optional_string(const nlohmann::json& args, const char* name);
 std::optional<int64_t> optional_int(const nlohmann::json& args, const char* name);
