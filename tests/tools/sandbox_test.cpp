@@ -165,13 +165,21 @@ TEST_F(sandbox_test, a_background_command_is_polled_and_killed) {
   const auto box = make();
   const auto token = std::to_string(100000 + std::random_device{}() % 800000);
   auto process = box.start("echo first; sleep 0.3; echo second; sleep 3" + token, 30s);
-  std::this_thread::sleep_for(150ms);
-  auto a = process->take_output();
-  EXPECT_TRUE(a.running);
-  EXPECT_EQ(a.output, "first\n");
-  std::this_thread::sleep_for(400ms);
-  auto b = process->take_output();
-  EXPECT_EQ(b.output, "second\n");  // only what is new
+  // Each take brings only what is new since the last one.
+  std::vector<std::string> takes;
+  std::string all;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (all != "first\nsecond\n" && std::chrono::steady_clock::now() < deadline) {
+    auto snap = process->take_output();
+    EXPECT_TRUE(snap.running);
+    if (!snap.output.empty()) takes.push_back(snap.output);
+    all += snap.output;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(all, "first\nsecond\n");
+  EXPECT_EQ(takes.size(), 2u);  // 0.3 s apart: two separate arrivals
+  for (int i = 0; i < 100 && host_processes_with("3" + token) == 0; ++i)
+    std::this_thread::sleep_for(20ms);
   EXPECT_EQ(host_processes_with("3" + token), 1);
   process->kill();
   const auto c = process->take_output();
