@@ -59,6 +59,12 @@ const std::vector<std::string>& tool_names() {
   return names;
 }
 
+const std::vector<std::string>& tool_arguments(const std::string& tool) {
+  static const std::vector<std::string> none;
+  const auto it = registry().find(tool);
+  return it == registry().end() ? none : it->second.arguments;
+}
+
 std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -26,6 +26,8 @@ struct tool_output {
 
 // The names of the nine tools, in the order SKILL.md presents them.
 const std::vector<std::string>& tool_names();
+// The arguments a tool takes (as in skills/tools/<Tool>.json); empty for an unknown tool.
+const std::vector<std::string>& tool_arguments(const std::string& tool);
 
 // Runs one call: unknown tools, bad arguments and failures become error results naming the
 // problem; output longer than sandbox.output_limit_bytes is cut with a marker.

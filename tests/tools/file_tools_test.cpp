@@ -283,6 +283,36 @@ TEST(tool_output, is_cut_with_a_marker_at_a_character_boundary) {
   EXPECT_FALSE(truncated);
 }
 
+// The schemas the model is given must describe exactly the arguments the tools take.
+TEST(tool_schemas, match_the_implemented_arguments) {
+  for (const auto& name : tool_names()) {
+    const auto path = fs::path{CUDA_AGENT_SOURCE_DIR} / "skills/tools" / (name + ".json");
+    const auto schema = json::parse(read_text(path));
+    EXPECT_EQ(schema.at("name"), name);
+    EXPECT_FALSE(schema.at("description").get<std::string>().empty());
+    std::vector<std::string> properties;
+    for (const auto& [key, value] : schema.at("parameters").at("properties").items()) {
+      properties.push_back(key);
+      EXPECT_TRUE(value.contains("description")) << name << "." << key;
+    }
+    auto implemented = tool_arguments(name);
+    std::sort(properties.begin(), properties.end());
+    std::sort(implemented.begin(), implemented.end());
+    EXPECT_EQ(properties, implemented) << name;
+    // Leaving out a required argument is an error naming it.
+    for (const auto& required : schema.at("parameters").at("required")) {
+      json args = json::object();
+      for (const auto& other : schema.at("parameters").at("required"))
+        if (other != required) args[other.get<std::string>()] = other == "edits" ? json::array({json::object()}) : json("x");
+      scratch_workdir work;
+      tool_session session{sandbox{work.path(), test_sandbox_settings()}, tool_limits{}};
+      const auto r = run_tool(session, tool_call{"c", name, args.dump()}, "e");
+      EXPECT_TRUE(r.is_error) << name;
+      EXPECT_TRUE(contains(r.output, "'" + required.get<std::string>() + "'")) << name << ": " << r.output;
+    }
+  }
+}
+
 TEST(routed_command, recognises_exactly_build_verify_and_profile) {
   EXPECT_EQ(routed_command("build"), "build");
   EXPECT_EQ(routed_command("  verify\n"), "verify");
