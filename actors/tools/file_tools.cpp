@@ -20,12 +20,18 @@ namespace {
 constexpr std::size_t binary_probe_bytes = 8192;
 constexpr std::size_t max_grep_line = 4000;  // std::regex recurses per character: bound it
 constexpr std::size_t max_glob_results = 100;
+constexpr uintmax_t max_file_bytes = uintmax_t{64} << 20;  // the tools hold a file in memory
 
 bool looks_binary(std::string_view content) {
   return content.substr(0, binary_probe_bytes).find('\0') != std::string_view::npos;
 }
 
 std::string read_whole(const fs::path& path, const std::string& shown) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > max_file_bytes)
+    throw tool_error{shown + " is too large for the file tools (" + std::to_string(size >> 20) +
+                     " MiB); look at parts of it with Bash (head, tail, sed -n)"};
   std::ifstream in{path, std::ios::binary};
   if (!in) throw tool_error{"cannot open " + shown + ": " + std::strerror(errno)};
   std::ostringstream buffer;
@@ -477,7 +483,7 @@ tool_output grep_tool(tool_session& s, const nlohmann::json& args) {
       if (!std::regex_match(subject, *name_filter)) continue;
     }
     std::error_code ec;
-    if (fs::file_size(f.path, ec) > (64u << 20)) continue;
+    if (fs::file_size(f.path, ec) > max_file_bytes) continue;
     std::string content;
     try {
       content = read_whole(f.path, s.visible(f.path));
