@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Benchmarks that print their numbers");
   bench->require_subcommand(1);
   cli::add_bench_log_command(*bench, inv);
+  cli::add_bench_sandbox_command(*bench, inv);
 
   try {
     app.parse(argc, argv);
