@@ -81,6 +81,9 @@ sandbox::sandbox(fs::path workdir, sandbox_settings settings)
       throw sandbox_error{"sandbox: bubblewrap '" + settings_.bwrap +
                           "' not found (sandbox.bwrap); install it (apt-get install bubblewrap) "
                           "or, on a host that cannot have it, set sandbox.mode = none explicitly"};
+    if (file_owner() && find_program("setpriv").empty())
+      throw sandbox_error{"sandbox: setpriv (util-linux) not found; it is needed to run commands "
+                          "as sandbox.run_as_uid when cuda-agent runs as root"};
   }
 }
 
@@ -179,7 +182,7 @@ subprocess_result sandbox::run(const std::string& command,
   auto result = run_subprocess(command_argv(command), options);
   // bwrap reports its own failures as "bwrap: ..." with status 1 before the command starts.
   if (settings_.isolate && result.exited && result.exit_code == 1 && result.out.empty() &&
-      result.err.rfind("bwrap: ", 0) == 0) {
+      (result.err.rfind("bwrap: ", 0) == 0 || result.err.rfind("setpriv: ", 0) == 0)) {
     auto line = result.err.substr(0, result.err.find('\n'));
     throw sandbox_error{"sandbox: bubblewrap refused to start (" + line +
                         "); it needs unprivileged user namespaces (kernel.unprivileged_userns_clone"

@@ -218,6 +218,26 @@ TEST_F(sandbox_test, a_missing_bwrap_is_one_clear_error) {
   EXPECT_THROW((sandbox{work.path() / "missing", test_sandbox_settings()}), sandbox_error);
 }
 
+TEST_F(sandbox_test, a_bwrap_that_may_not_create_namespaces_is_one_clear_error) {
+  // A stand-in for bwrap on a host that forbids user namespaces: it fails the way bwrap does.
+  scratch_workdir bin;
+  write_text(bin.path() / "bwrap",
+             "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n");
+  fs::permissions(bin.path() / "bwrap", fs::perms::all);
+  auto s = test_sandbox_settings();
+  s.bwrap = (bin.path() / "bwrap").string();
+  const auto box = make(s);
+  try {
+    box.probe();
+    FAIL() << "expected a sandbox_error";
+  } catch (const sandbox_error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("No permissions to create new namespace"), std::string::npos)
+        << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos);
+  }
+}
+
 TEST_F(sandbox_test, mode_none_keeps_the_limits_but_shows_the_host_path) {
   auto s = test_sandbox_settings();
   s.isolate = false;
