@@ -10,6 +10,9 @@
 // commands, in demonstrations) is then the same on every host and in every episode, so a
 // recorded trajectory replays anywhere. The file tools translate /workdir paths to the host.
 //
+// Needs bubblewrap 0.8 or later (Debian bookworm's; `--size` for the /tmp tmpfs) and, inside,
+// prlimit and bash from the host's /usr.
+//
 // sandbox.mode = none runs commands with the same limits but no isolation: only for a host
 // without bubblewrap, and only when configured explicitly. The agent then sees the host path.
 #pragma once

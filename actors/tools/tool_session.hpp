@@ -5,7 +5,9 @@
 // Every path an agent names goes through resolve(): absolute paths under the visible workdir
 // (/workdir) or paths relative to it are mapped to the host, every symlink on the way is followed
 // by hand, and anything that ends up outside the workdir is refused. The file tools run in this
-// process, not in the sandbox, so this check is what keeps them inside.
+// process, not in the sandbox, so this check is what keeps them inside. The check and the open
+// are two steps: a background command that swaps a checked directory for a symlink in between
+// could still redirect one file operation (openat2 with RESOLVE_BENEATH would close this).
 //
 // Thread safety: tool calls of one episode may run concurrently; every member is guarded.
 #pragma once
