@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -26,17 +27,50 @@ bool looks_binary(std::string_view content) {
   return content.substr(0, binary_probe_bytes).find('\0') != std::string_view::npos;
 }
 
-std::string read_whole(const fs::path& path, const std::string& shown) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (!ec && size > max_file_bytes)
-    throw tool_error{shown + " is too large for the file tools (" + std::to_string(size >> 20) +
+// An owned descriptor, closed on every path.
+struct fd_guard {
+  int fd = -1;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens a path that resolve() confined to the workdir and checks what was actually opened: a
+// directory swapped for a symlink after the check (by a background command) is caught here,
+// and a final symlink is not followed at all.
+int open_inside(const tool_session& s, const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) throw tool_error{"cannot open " + s.visible(path) + ": " + std::strerror(errno)};
+  char target[4096];
+  const auto n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), target, sizeof target);
+  if (n <= 0 || !s.contains(fs::path{std::string{target, static_cast<std::size_t>(n)}})) {
+    ::close(fd);
+    throw tool_error{s.visible(path) + " leads outside the workdir; only paths inside it can be used"};
+  }
+  return fd;
+}
+
+std::string read_whole(const tool_session& s, const fs::path& path) {
+  const auto shown = s.visible(path);
+  fd_guard file{open_inside(s, path, O_RDONLY | O_NONBLOCK)};
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw tool_error{shown + " is not a regular file"};
+  if (static_cast<uintmax_t>(st.st_size) > max_file_bytes)
+    throw tool_error{shown + " is too large for the file tools (" +
+                     std::to_string(st.st_size >> 20) +
                      " MiB); look at parts of it with Bash (head, tail, sed -n)"};
-  std::ifstream in{path, std::ios::binary};
-  if (!in) throw tool_error{"cannot open " + shown + ": " + std::strerror(errno)};
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  std::string content;
+  char chunk[65536];
+  for (;;) {
+    const auto n = ::read(file.fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw tool_error{"cannot read " + shown + ": " + std::strerror(errno)};
+    if (n == 0) break;
+    content.append(chunk, static_cast<std::size_t>(n));
+    if (content.size() > max_file_bytes) throw tool_error{shown + " is too large for the file tools"};
+  }
+  return content;
 }
 
 void require_regular_file(const tool_session& s, const fs::path& path, const char* fix) {
@@ -78,30 +112,33 @@ void write_file(const tool_session& s, const fs::path& path, std::string_view co
       throw tool_error{"cannot create directory " + s.visible(*it) + ": " + std::strerror(errno)};
     hand_over(s, -1, *it);
   }
+  // Everything from here is relative to the checked directory descriptor.
+  fd_guard dir{open_inside(s, path.parent_path(), O_RDONLY | O_DIRECTORY)};
+  const auto name = path.filename().string();
   struct stat existing {};
-  const bool exists = ::stat(path.c_str(), &existing) == 0;
-  auto temp = path.parent_path() / ("." + path.filename().string() + ".tmp.XXXXXX");
-  std::string temp_name = temp.string();
-  const int fd = ::mkostemp(temp_name.data(), O_CLOEXEC);
-  if (fd < 0) throw tool_error{"cannot write " + s.visible(path) + ": " + std::strerror(errno)};
+  const bool exists = ::fstatat(dir.fd, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0;
+  static std::atomic<unsigned> counter{0};
+  const auto temp = "." + name + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(counter++);
+  fd_guard file{::openat(dir.fd, temp.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
+  if (file.fd < 0) throw tool_error{"cannot write " + s.visible(path) + ": " + std::strerror(errno)};
   std::size_t written = 0;
   while (written < content.size()) {
-    const auto n = ::write(fd, content.data() + written, content.size() - written);
+    const auto n = ::write(file.fd, content.data() + written, content.size() - written);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int error = errno;
-      ::close(fd);
-      ::unlink(temp_name.c_str());
+      ::unlinkat(dir.fd, temp.c_str(), 0);
       throw tool_error{"cannot write " + s.visible(path) + ": " + std::strerror(error)};
     }
     written += static_cast<std::size_t>(n);
   }
-  (void)::fchmod(fd, exists ? (existing.st_mode & 07777) : 0644);
-  hand_over(s, fd, path);
-  ::close(fd);
-  if (::rename(temp_name.c_str(), path.c_str()) != 0) {
+  (void)::fchmod(file.fd, exists && S_ISREG(existing.st_mode) ? (existing.st_mode & 07777) : 0644);
+  hand_over(s, file.fd, path);
+  if (::renameat(dir.fd, temp.c_str(), dir.fd, name.c_str()) != 0) {
     const int error = errno;
-    ::unlink(temp_name.c_str());
+    ::unlinkat(dir.fd, temp.c_str(), 0);
     throw tool_error{"cannot write " + s.visible(path) + ": " + std::strerror(error)};
   }
 }
@@ -318,7 +355,7 @@ tool_output read_tool(tool_session& s, const nlohmann::json& args) {
   if (limit < 1) throw tool_error{"argument 'limit' must be 1 or more lines"};
   std::lock_guard lock{s.file_mutex()};
   require_regular_file(s, path, "");
-  const auto content = read_whole(path, s.visible(path));
+  const auto content = read_whole(s, path);
   if (looks_binary(content))
     throw tool_error{s.visible(path) + " is a binary file (" + std::to_string(content.size()) +
                      " bytes); Read shows text files only"};
@@ -349,7 +386,7 @@ tool_output write_tool(tool_session& s, const nlohmann::json& args) {
   const bool exists = fs::exists(path, ec);
   if (exists) {
     require_regular_file(s, path, "");
-    require_fresh_read(s, path, read_whole(path, s.visible(path)), "overwriting");
+    require_fresh_read(s, path, read_whole(s, path), "overwriting");
   }
   write_file(s, path, content);
   s.remember_read(path, content);
@@ -363,7 +400,7 @@ tool_output edit_tool(tool_session& s, const nlohmann::json& args) {
   const auto edit = edit_from(args);
   std::lock_guard lock{s.file_mutex()};
   require_regular_file(s, path, "; use Write to create it");
-  auto content = read_whole(path, s.visible(path));
+  auto content = read_whole(s, path);
   require_fresh_read(s, path, content, "editing");
   const auto replacements =
       edit.replace_all ? count_occurrences(content, edit.old_string) : std::size_t{1};
@@ -400,7 +437,7 @@ tool_output multi_edit_tool(tool_session& s, const nlohmann::json& args) {
   }
   std::lock_guard lock{s.file_mutex()};
   require_regular_file(s, path, "; use Write to create it");
-  auto content = read_whole(path, s.visible(path));
+  auto content = read_whole(s, path);
   require_fresh_read(s, path, content, "editing");
   // All in memory first: one failing edit leaves the file untouched.
   for (std::size_t i = 0; i < edits.size(); ++i) {
@@ -486,7 +523,7 @@ tool_output grep_tool(tool_session& s, const nlohmann::json& args) {
     if (fs::file_size(f.path, ec) > max_file_bytes) continue;
     std::string content;
     try {
-      content = read_whole(f.path, s.visible(f.path));
+      content = read_whole(s, f.path);
     } catch (const tool_error&) {
       continue;
     }

@@ -109,6 +109,11 @@ fs::path tool_session::resolve(const std::string& agent_path, const char* argume
   return current;
 }
 
+bool tool_session::contains(const fs::path& host_path) const {
+  const auto normal = host_path.lexically_normal();
+  return normal == root_ || is_within(normal, root_);
+}
+
 std::string tool_session::visible(const fs::path& host_path) const {
   const auto rel = host_path.lexically_relative(root_);
   if (rel.empty() || rel == ".") return box_.visible_workdir().string();

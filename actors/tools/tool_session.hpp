@@ -6,8 +6,7 @@
 // (/workdir) or paths relative to it are mapped to the host, every symlink on the way is followed
 // by hand, and anything that ends up outside the workdir is refused. The file tools run in this
 // process, not in the sandbox, so this check is what keeps them inside. The check and the open
-// are two steps: a background command that swaps a checked directory for a symlink in between
-// could still redirect one file operation (openat2 with RESOLVE_BENEATH would close this).
+// are two steps, so the file tools also check what they actually opened (file_tools.cpp).
 //
 // Thread safety: tool calls of one episode may run concurrently; every member is guarded.
 #pragma once
@@ -68,6 +67,8 @@ class tool_session {
   // The host path an agent's path names; throws tool_error (naming `argument`) when it is
   // empty or resolves outside the workdir. The file need not exist.
   std::filesystem::path resolve(const std::string& agent_path, const char* argument) const;
+  // Whether a host path (already free of symlinks) lies in the workdir.
+  bool contains(const std::filesystem::path& host_path) const;
   // A host path inside the workdir as the agent sees it (/workdir/...).
   std::string visible(const std::filesystem::path& host_path) const;
 
