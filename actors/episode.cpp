@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/recorder.hpp"
+#include "actors/tools/tools.hpp"
 
 namespace cuda_agent {
 namespace {
@@ -416,12 +417,7 @@ std::string routed_command(const tool_call& call) {
   if (call.tool != "Bash") return {};
   const auto args = nlohmann::json::parse(call.arguments_json, nullptr, /*allow_exceptions=*/false);
   if (!args.is_object() || !args.contains("command") || !args["command"].is_string()) return {};
-  const auto& command = args["command"].get_ref<const std::string&>();
-  const auto first = command.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto word = command.substr(first, command.find_last_not_of(" \t\r\n") - first + 1);
-  if (word == "build" || word == "verify" || word == "profile") return word;
-  return {};
+  return tools::routed_command(args["command"].get_ref<const std::string&>()).value_or("");
 }
 
 caf::actor spawn_episode(caf::actor_system& system, episode_config config, episode_peers peers) {

@@ -204,6 +204,37 @@ const std::vector<setting_spec>& settings::schema() {
       {"policy.demo_dir", T::string, "corpus/demos", {}, 0, 0,
        "Demonstrations the demo backend plays: <dir>/<task_id>/demo.json or "
        "<dir>/<set>/<task_id>/demo.json."},
+      {"sandbox.mode", T::choice, "bwrap", {"bwrap", "none"}, 0, 0,
+       "How agent commands are isolated: bwrap (bubblewrap namespaces) or none (no isolation; "
+       "only for hosts without bubblewrap, and only when set explicitly)."},
+      {"sandbox.bwrap", T::string, "bwrap", {}, 0, 0,
+       "The bubblewrap program: a path, or a name searched in PATH."},
+      {"sandbox.memory_mb", T::integer, "8192", {}, 64, int64_t{1} << 24,
+       "Address-space limit of every process an agent command starts, in MiB."},
+      {"sandbox.max_processes", T::integer, "256", {}, 8, 1 << 20,
+       "Most processes an agent command may have alive at once (fork bombs end here)."},
+      {"sandbox.max_file_mb", T::integer, "1024", {}, 1, int64_t{1} << 24,
+       "Largest file an agent command may write, in MiB."},
+      {"sandbox.default_timeout_ms", T::integer, "120000", {}, 100, 86400000,
+       "Wall-clock limit of a Bash command that names no timeout."},
+      {"sandbox.max_timeout_ms", T::integer, "600000", {}, 100, 86400000,
+       "Largest timeout a Bash command may ask for; also the limit of background commands."},
+      {"sandbox.output_limit_bytes", T::integer, "30000", {}, 1024, int64_t{1} << 30,
+       "Longest tool output returned to the agent; the rest is cut with a marker."},
+      {"sandbox.ro_paths", T::string, "", {}, 0, 0,
+       "Extra host paths, separated by ':', visible read-only inside the sandbox at the same "
+       "path (a Python environment, a toolchain)."},
+      {"sandbox.path", T::string, "/usr/local/bin:/usr/bin:/bin", {}, 0, 0,
+       "PATH of agent commands inside the sandbox."},
+      {"sandbox.run_as_uid", T::integer, "65534", {}, 0, 4294967294,
+       "When cuda-agent runs as root, agent commands run as this user (the kernel does not apply "
+       "the process limit to root); 0 keeps root and leaves the process limit unenforced."},
+      {"sandbox.max_background", T::integer, "8", {}, 0, 1024,
+       "Most background commands one episode may have running at once."},
+      {"tools.read_lines", T::integer, "2000", {}, 1, 1000000,
+       "Lines a Read returns when it names no limit."},
+      {"tools.line_chars", T::integer, "2000", {}, 16, 1000000,
+       "Longest line Read and Grep show; longer lines are cut with a marker."},
   };
   return specs;
 }

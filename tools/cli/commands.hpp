@@ -30,5 +30,6 @@ void add_policy_command(CLI::App& app, invocation& inv);   // policy_command.cpp
 void add_bench_log_command(CLI::App& bench, invocation& inv);  // bench_log_command.cpp
 void add_build_command(CLI::App& app, invocation& inv);     // build_command.cpp
 void add_bench_build_command(CLI::App& bench, invocation& inv);  // build_command.cpp
+void add_bench_sandbox_command(CLI::App& bench, invocation& inv);  // bench_sandbox_command.cpp
 
 }  // namespace cuda_agent::cli

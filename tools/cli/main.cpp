@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   cli::add_bench_log_command(*bench, inv);
   cli::add_bench_build_command(*bench, inv);
+  cli::add_bench_sandbox_command(*bench, inv);
 
   try {
     app.parse(argc, argv);

@@ -26,6 +26,8 @@ debs=("$deps_dir"/*.deb)
 [ ${#debs[@]} -gt 0 ] || { echo "no .deb files in $deps_dir: run tools/gpu/fetch_debs.sh on a bookworm machine" >&2; exit 2; }
 for deb in "${debs[@]}"; do dpkg -x "$deb" "$prefix"; done
 export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# bwrap (package bubblewrap) for the episode sandbox, found by name (sandbox.bwrap = "bwrap").
+export PATH="$prefix/usr/bin:$PATH"
 
 "$python" -c 'import torch; assert torch.__version__.startswith("2.11.0"), torch.__version__' \
   || { echo "$python must have torch 2.11.0" >&2; exit 2; }

@@ -1,0 +1,105 @@
+// The episode sandbox: where every shell command of an agent runs.
+//
+// A command runs under bubblewrap in fresh namespaces (no network but loopback, its own PID
+// namespace, no capabilities), sees the host's /usr and a few /etc files read-only, the episode
+// workdir read-write at the fixed path /workdir, a private /tmp, a minimal /dev without GPU
+// devices, and runs under resource limits (address space, processes, file size) and a wall-clock
+// limit after which its whole process tree is killed.
+//
+// Why /workdir and not the host path: the agent's view (paths in tool outputs, in its own
+// commands, in demonstrations) is then the same on every host and in every episode, so a
+// recorded trajectory replays anywhere. The file tools translate /workdir paths to the host.
+//
+// Needs bubblewrap 0.8 or later (Debian bookworm's; `--size` for the /tmp tmpfs) and, inside,
+// prlimit and bash from the host's /usr.
+//
+// sandbox.mode = none runs commands with the same limits but no isolation: only for a host
+// without bubblewrap, and only when configured explicitly. The agent then sees the host path.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "actors/process/background_process.hpp"
+#include "actors/process/subprocess.hpp"
+#include "config/settings.hpp"
+
+namespace cuda_agent {
+
+// The sandbox cannot be used at all (bwrap missing or refused, workdir missing). One line,
+// naming the problem and the fix.
+struct sandbox_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct sandbox_settings {
+  bool isolate = true;         // sandbox.mode: bwrap (true) or none
+  std::string bwrap = "bwrap";
+  int64_t memory_mb = 8192;
+  int64_t max_processes = 256;
+  int64_t max_file_mb = 1024;
+  std::chrono::milliseconds default_timeout{120000};
+  std::chrono::milliseconds max_timeout{600000};
+  std::size_t output_limit_bytes = 30000;
+  std::vector<std::filesystem::path> ro_paths;
+  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+  uid_t run_as_uid = 65534;  // applies only when this process is root; 0 keeps root
+  int64_t max_background = 8;
+
+  static sandbox_settings from(const settings& config);
+};
+
+class sandbox {
+ public:
+  // Where the workdir appears inside the sandbox.
+  static inline const std::filesystem::path mount_point{"/workdir"};
+
+  // Throws sandbox_error when the workdir is not a directory or (mode bwrap) bwrap is not
+  // found. Whether bwrap is permitted to create namespaces here is checked by probe().
+  sandbox(std::filesystem::path workdir, sandbox_settings settings);
+
+  const std::filesystem::path& workdir() const { return workdir_; }  // on the host
+  // The workdir as the agent sees it: /workdir, or the host path when not isolated.
+  const std::filesystem::path& visible_workdir() const { return visible_; }
+  const sandbox_settings& settings() const { return settings_; }
+  bool isolated() const { return settings_.isolate; }
+
+  // The user that owns files in the workdir, when this process is root and commands run as
+  // another user (files the file tools create are handed to it); nothing otherwise.
+  std::optional<uid_t> file_owner() const;
+  // Hands the workdir tree to file_owner() so that sandboxed commands can write it.
+  void prepare_workdir() const;
+
+  // The argv that runs `bash -c command` in the sandbox with its limits.
+  std::vector<std::string> command_argv(const std::string& command) const;
+
+  // Runs a command to completion (timeout clamped to the maximum). Output is capped at a
+  // little over the output limit per stream. Throws sandbox_error when bwrap itself fails.
+  subprocess_result run(const std::string& command, std::chrono::milliseconds timeout) const;
+
+  // Starts a command in the background, stdout and stderr merged, killed at the timeout.
+  std::shared_ptr<background_process> start(const std::string& command,
+                                            std::chrono::milliseconds timeout) const;
+
+  // Runs `true` in the sandbox; throws sandbox_error (one line) when that fails.
+  void probe() const;
+
+ private:
+  std::map<std::string, std::string> environment() const;
+
+  std::filesystem::path workdir_;
+  std::filesystem::path visible_;
+  sandbox_settings settings_;
+  std::string bwrap_path_;  // resolved
+};
+
+}  // namespace cuda_agent
