@@ -97,4 +97,4 @@ void register_elementwise(pybind11::module& m) {
 
 }  // namespace
 
-REGISTER_BINDING(elementwise, register_elementwise)
+REGISTER_BINDING(elementwise, register_elementwise);

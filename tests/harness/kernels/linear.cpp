@@ -24,4 +24,4 @@ void register_linear(pybind11::module& m) { m.def("linear_relu", &linear_relu); 
 
 }  // namespace
 
-REGISTER_BINDING(linear, register_linear)
+REGISTER_BINDING(linear, register_linear);
