@@ -41,6 +41,8 @@ def build(solution_dir, cache_dir):
     binding = os.path.join(solution_dir, "binding.cpp")
     sources.append(binding if os.path.exists(binding) else os.path.join(HERE, "kernels", "binding.cpp"))
     flags = _flags()
+    if any(s.endswith(".cu") for s in sources):
+        flags.append(f"-I{os.path.join(cpp.CUDA_HOME or '/usr/local/cuda', 'include')}")
     registry = open(os.path.join(HERE, "kernels", "binding_registry.h"), "rb").read()
     objects, jobs = [], []
     for src in sources:
