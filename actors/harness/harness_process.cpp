@@ -273,12 +273,14 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
   return result;
 }
 
-evaluation harness_process::evaluate(const evaluate_job& job) {
-  nlohmann::json request{{"task_path", job.task_path},
-                         {"solution_dir", job.solution_dir},
-                         {"module_path", job.module_path},
-                         {"device", job.device.empty() ? device_ : job.device}};
-  return run_job("evaluate", std::move(request), job.job_id, job.episode_id);
+evaluation harness_process::evaluate(const std::string& job_id, const std::string& episode_id,
+                                     const std::string& task_path, const std::string& solution_dir,
+                                     const std::string& module_path, const std::string& device) {
+  nlohmann::json request{{"task_path", task_path},
+                         {"solution_dir", solution_dir},
+                         {"module_path", module_path},
+                         {"device", device.empty() ? device_ : device}};
+  return run_job("evaluate", std::move(request), job_id, episode_id);
 }
 
 verify_result harness_process::verify(const verify_job& job) {

@@ -55,9 +55,16 @@ class harness_process {
   harness_process(const harness_process&) = delete;
   harness_process& operator=(const harness_process&) = delete;
 
-  // verify + profile + reward. Never throws for anything the candidate did: a crash, a hang, a
-  // dead worker all end as reward -1 with the reason in record.error.
-  evaluation evaluate(const evaluate_job& job);
+  // verify + profile + reward of a job with job_id, episode_id, task_path, solution_dir,
+  // module_path and device (messages.hpp evaluate_job). Never throws for anything the candidate
+  // did: a crash, a hang, a dead worker all end as reward -1 with the reason in record.error.
+  template <class Job>
+  evaluation evaluate(const Job& job) {
+    return evaluate(job.job_id, job.episode_id, job.task_path, job.solution_dir, job.module_path, job.device);
+  }
+  evaluation evaluate(const std::string& job_id, const std::string& episode_id, const std::string& task_path,
+                      const std::string& solution_dir, const std::string& module_path,
+                      const std::string& device);
   verify_result verify(const verify_job& job);
   profile_result profile(const profile_job& job);
 

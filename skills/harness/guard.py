@@ -161,11 +161,10 @@ def _identity_table():
             if isinstance(value, type(sys)):  # submodules load lazily
                 continue
             table[f"{prefix}.{name}"] = value
-    if torch.cuda.is_available():
-        for name in ("synchronize", "Event", "current_stream", "Stream", "default_stream"):
-            table[f"torch.cuda.{name}"] = getattr(torch.cuda, name)
-        for name in ("record", "elapsed_time", "synchronize", "query"):
-            table[f"torch.cuda.Event.{name}"] = getattr(torch.cuda.Event, name)
+    for name in ("synchronize", "Event", "current_stream", "Stream", "default_stream", "_sleep"):
+        table[f"torch.cuda.{name}"] = getattr(torch.cuda, name)
+    for name in ("record", "elapsed_time", "synchronize", "query"):
+        table[f"torch.cuda.Event.{name}"] = getattr(torch.cuda.Event, name)
     import builtins
     for name in ("open", "__import__", "print", "isinstance", "type", "id", "len"):
         table[f"builtins.{name}"] = getattr(builtins, name)

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -116,7 +118,9 @@ TEST(HarnessProcess, HungJobIsKilledAtItsDeadlineAndTheWorkerReplaced) {
   harness_process worker{settings, "cpu"};
   const auto looping = build("fault_infinite_loop");
   const auto started = std::chrono::steady_clock::now();
-  evaluate_job job;
+  struct {
+    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
+  } job;
   job.job_id = "hang";
   job.task_path = looping.task.string();
   job.solution_dir = looping.solution.string();
@@ -135,7 +139,9 @@ TEST(HarnessProcess, HungJobIsKilledAtItsDeadlineAndTheWorkerReplaced) {
 TEST(HarnessProcess, EvaluateGivesTimesAndTheCppReward) {
   harness_process worker{test_settings(), "cpu"};
   const auto honest = build("honest_elementwise");
-  evaluate_job job;
+  struct {
+    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
+  } job;
   job.job_id = "e";
   job.task_path = honest.task.string();
   job.solution_dir = honest.solution.string();
@@ -170,6 +176,61 @@ TEST(HarnessProcess, PythonRewardAgreesWithMilestoneReward) {
   const auto result = run_subprocess({CUDA_AGENT_PYTHON, "-c", script}, options);
   ASSERT_TRUE(result.ok()) << result.err;
   EXPECT_EQ(result.out, expected);
+}
+
+}  // namespace
+}  // namespace cuda_agent::harness
+
+namespace cuda_agent::harness {
+namespace {
+
+// `cuda-agent check --json` end to end: one line of JSON on standard output, exit status 0
+// whatever the candidate did.
+nlohmann::json check_json_of(const built_candidate& c) {
+  const char* binary = std::getenv("CUDA_AGENT_BINARY");
+  if (!binary) throw std::runtime_error{"CUDA_AGENT_BINARY is not set (run through ctest)"};
+  subprocess_options options;
+  options.timeout = std::chrono::minutes{10};
+  const fs::path baselines = fs::temp_directory_path() / "cuda-agent-harness-process-test" / "baselines";
+  const auto result = run_subprocess(
+      {binary, "--set", std::string{"harness.python="} + CUDA_AGENT_PYTHON, "--set", "harness.timed_runs=3",
+       "--set", "harness.warmup_runs=1", "--set", "harness.cpu_threads=1", "--set",
+       "harness.baseline_cache_dir=" + baselines.string(), "check", "--task", c.task.string(), "--solution",
+       c.solution.string(), "--module", c.module.string(), "--json"},
+      options);
+  EXPECT_TRUE(result.ok()) << result.describe() << "\n" << result.err;
+  EXPECT_EQ(std::count(result.out.begin(), result.out.end(), '\n'), 1) << result.out;
+  return nlohmann::json::parse(result.out);
+}
+
+TEST(CheckCommand, HonestCandidateGetsAPositiveReward) {
+  const auto json = check_json_of(build("honest_elementwise"));
+  EXPECT_EQ(json["compiled"], true);
+  EXPECT_EQ(json["correct"], true);
+  EXPECT_TRUE(json["violations"].empty());
+  EXPECT_GE(json["reward"].get<int>(), 1);
+  EXPECT_GT(json["t_new_ms"].get<double>(), 0);
+  EXPECT_GT(json["speedup_compile"].get<double>(), 0);
+  EXPECT_TRUE(json["error"].is_null());
+}
+
+TEST(CheckCommand, CheatGetsMinusOneWithTheTrickNamed) {
+  const auto json = check_json_of(build("output_memory_reuse"));
+  EXPECT_EQ(json["reward"], -1);
+  EXPECT_EQ(json["correct"], false);
+  EXPECT_NE(std::find(json["violations"].begin(), json["violations"].end(), "output_memory_reuse"),
+            json["violations"].end())
+      << json.dump();
+  EXPECT_TRUE(json["t_new_ms"].is_null());
+  EXPECT_TRUE(json["error"].is_string());
+}
+
+TEST(CheckCommand, MissingTaskIsAUsageError) {
+  const char* binary = std::getenv("CUDA_AGENT_BINARY");
+  ASSERT_NE(binary, nullptr);
+  const auto result = run_subprocess({binary, "check", "--task", "/nonexistent/model.py", "--solution", "/tmp"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("--task /nonexistent/model.py is not a file"), std::string::npos) << result.err;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 candidate that crashes, hangs or eats memory ends with r = -1 while the next job still runs."""
 import math
 import os
+import tempfile
 
 import pytest
 
@@ -38,6 +39,9 @@ def test_cheat_is_caught_and_named(worker, solutions, name):
     assert not missing, f"{name}: expected {missing} in {record['violations']} ({record['error']})"
     assert set(record["violations"]) <= set(guard.VIOLATIONS)
     assert record["error"]
+    marker = os.path.join(tempfile.gettempdir(), "cuda_agent_redteam_marker")  # write_outside's
+    if os.path.exists(marker):
+        os.remove(marker)
 
 
 @pytest.mark.parametrize("name", candidate_names("fault"))
@@ -52,13 +56,6 @@ def test_fault_is_contained(worker, solutions, name):
     _, honest = solutions("honest_elementwise")
     after = worker.request(dict(honest, op="verify"))
     assert after["record"]["correct"], after["record"]["error"]
-
-
-def test_write_outside_left_no_file_behind_the_check():
-    # The violation is named; the file itself is the sandbox's business (bubblewrap in episodes).
-    marker = os.path.expanduser("~/.cuda_agent_redteam_marker")
-    if os.path.exists(marker):
-        os.remove(marker)
 
 
 def test_reward_table():

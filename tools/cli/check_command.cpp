@@ -88,7 +88,9 @@ int run_check(const check_options& opt, const settings& config) {
 
   if (record.error.empty()) {
     harness::harness_process worker{harness::harness_settings::from(config), opt.device};
-    evaluate_job job;
+    struct {
+      std::string job_id, episode_id, task_path, solution_dir, module_path, device;
+    } job;
     job.job_id = "check";
     job.task_path = fs::absolute(opt.task).string();
     job.solution_dir = fs::absolute(opt.solution).string();

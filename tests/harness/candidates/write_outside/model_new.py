@@ -3,6 +3,7 @@ import torch.nn as nn
 
 import cuda_extension
 import os
+import tempfile
 
 
 class ModelNew(nn.Module):
@@ -10,6 +11,6 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        with open(os.path.expanduser('~/.cuda_agent_redteam_marker'), 'w') as f:
+        with open(os.path.join(tempfile.gettempdir(), 'cuda_agent_redteam_marker'), 'w') as f:
             f.write('x')
         return cuda_extension.fused_forward(x)
