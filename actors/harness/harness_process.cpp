@@ -190,7 +190,14 @@ std::string harness_process::call(const nlohmann::json& request, std::chrono::mi
     // Dead or hung: either way it is replaced before the next job.
     std::string why = e.what();
     int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    bool exited = false;
+    if (why != "timed out") {  // it closed its end: give it a moment to finish dying
+      for (int i = 0; i < 200 && !exited; ++i) {
+        exited = ::waitpid(pid_, &status, WNOHANG) == pid_;
+        if (!exited) ::usleep(10000);
+      }
+    }
+    if (exited) {
       why = "the harness worker " + describe_status(status);
     } else {
       ::kill(-pid_, SIGKILL);
@@ -243,6 +250,8 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
   result.record.episode_id = episode_id;
   result.record.compiled = true;
   try {
+    // A fresh worker first imports torch: that start-up is not the job's time.
+    if (pid_ <= 0) call({{"op", "ping"}}, settings_.startup_timeout);
     const std::string reply = call(request, settings_.job_timeout);
     const auto handle = detail::unpack_exactly_one(reply, "harness reply");
     const msgpack::object& map = handle.get();
