@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -186,25 +187,31 @@ namespace {
 
 // `cuda-agent check --json` end to end: one line of JSON on standard output, exit status 0
 // whatever the candidate did.
-nlohmann::json check_json_of(const built_candidate& c) {
+// With prebuilt, the module from the tests' build script is passed with --module; otherwise
+// `check` builds the solution itself with build_solution, as everywhere else.
+nlohmann::json check_json_of(const built_candidate& c, bool prebuilt) {
   const char* binary = std::getenv("CUDA_AGENT_BINARY");
   if (!binary) throw std::runtime_error{"CUDA_AGENT_BINARY is not set (run through ctest)"};
   subprocess_options options;
   options.timeout = std::chrono::minutes{10};
   const fs::path baselines = fs::temp_directory_path() / "cuda-agent-harness-process-test" / "baselines";
-  const auto result = run_subprocess(
-      {binary, "--set", std::string{"harness.python="} + CUDA_AGENT_PYTHON, "--set", "harness.timed_runs=3",
-       "--set", "harness.warmup_runs=1", "--set", "harness.cpu_threads=1", "--set",
-       "harness.baseline_cache_dir=" + baselines.string(), "check", "--task", c.task.string(), "--solution",
-       c.solution.string(), "--module", c.module.string(), "--json"},
-      options);
+  std::vector<std::string> argv{binary,
+                                "--set", std::string{"harness.python="} + CUDA_AGENT_PYTHON,
+                                "--set", "harness.timed_runs=3",
+                                "--set", "harness.warmup_runs=1",
+                                "--set", "harness.cpu_threads=1",
+                                "--set", "harness.baseline_cache_dir=" + baselines.string(),
+                                "--set", "build.cache_dir=" + (baselines.parent_path() / "build-cache").string(),
+                                "check", "--task", c.task.string(), "--solution", c.solution.string(), "--json"};
+  if (prebuilt) argv.insert(argv.end(), {"--module", c.module.string()});
+  const auto result = run_subprocess(argv, options);
   EXPECT_TRUE(result.ok()) << result.describe() << "\n" << result.err;
   EXPECT_EQ(std::count(result.out.begin(), result.out.end(), '\n'), 1) << result.out;
   return nlohmann::json::parse(result.out);
 }
 
 TEST(CheckCommand, HonestCandidateGetsAPositiveReward) {
-  const auto json = check_json_of(build("honest_elementwise"));
+  const auto json = check_json_of(build("honest_elementwise"), /*prebuilt=*/false);
   EXPECT_EQ(json["compiled"], true);
   EXPECT_EQ(json["correct"], true);
   EXPECT_TRUE(json["violations"].empty());
@@ -215,7 +222,7 @@ TEST(CheckCommand, HonestCandidateGetsAPositiveReward) {
 }
 
 TEST(CheckCommand, CheatGetsMinusOneWithTheTrickNamed) {
-  const auto json = check_json_of(build("output_memory_reuse"));
+  const auto json = check_json_of(build("output_memory_reuse"), /*prebuilt=*/true);
   EXPECT_EQ(json["reward"], -1);
   EXPECT_EQ(json["correct"], false);
   EXPECT_NE(std::find(json["violations"].begin(), json["violations"].end(), "output_memory_reuse"),
