@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/tool_call.hpp"
+#include "messages/messages.hpp"
 
 namespace cuda_agent {
 namespace {

@@ -43,8 +43,11 @@ int main(int argc, char** argv) {
   cli::add_config_command(app, inv);
   cli::add_doctor_command(app, inv);
   cli::add_log_command(app, inv);
+  cli::add_check_command(app, inv);
   cli::add_build_command(app, inv);
   cli::add_policy_command(app, inv);
+  cli::add_rollout_command(app, inv);
+  cli::add_replay_command(app, inv);
   auto* bench = app.add_subcommand("bench", "Benchmarks that print their numbers");
   bench->require_subcommand(1);
   cli::add_bench_log_command(*bench, inv);

@@ -1,0 +1,92 @@
+// The locked harness worker of one device, seen from C++: starts `python -m harness.worker` from
+// the skills directory, speaks its framed msgpack protocol (4-byte big-endian length, then one
+// map) over the worker's standard input and output, holds every job to a deadline, and replaces
+// a worker that died or hung. Not an actor: a GPU profiler slot owns one and calls it from its
+// own thread; `cuda-agent check` owns one for a single evaluation.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/settings.hpp"
+#include "messages/messages.hpp"
+
+namespace cuda_agent::harness {
+
+// The [harness] section of the settings.
+struct harness_settings {
+  std::string python = "python3";
+  std::filesystem::path skills_dir;  // holds the `harness` package
+  double atol = 1e-2;
+  double rtol = 1e-2;
+  int32_t input_sets = 5;
+  int32_t warmup_runs = 10;
+  int32_t timed_runs = 50;
+  std::chrono::milliseconds candidate_timeout{std::chrono::seconds{120}};  // per child command
+  std::chrono::milliseconds job_timeout{std::chrono::seconds{900}};  // a whole job, worker side
+  std::chrono::milliseconds startup_timeout{std::chrono::seconds{120}};
+  int64_t memory_limit_mb = 16384;
+  std::filesystem::path baseline_cache_dir = "runs/baselines";
+  int64_t baseline_max_age_s = 86400;
+  int32_t cpu_threads = 0;
+  std::string compile_mode = "default";
+
+  static harness_settings from(const settings& config);
+};
+
+// One evaluation: the reward record of `cuda-agent check`, and the verify and profile results it
+// was made from.
+struct evaluation {
+  reward_record record;
+  verify_result verify;
+  profile_result profile;
+};
+
+class harness_process {
+ public:
+  harness_process(harness_settings settings, std::string device);
+  ~harness_process();
+  harness_process(const harness_process&) = delete;
+  harness_process& operator=(const harness_process&) = delete;
+
+  // verify + profile + reward of a job with job_id, episode_id, task_path, solution_dir,
+  // module_path and device (messages.hpp evaluate_job). Never throws for anything the candidate
+  // did: a crash, a hang, a dead worker all end as reward -1 with the reason in record.error.
+  template <class Job>
+  evaluation evaluate(const Job& job) {
+    return evaluate(job.job_id, job.episode_id, job.task_path, job.solution_dir, job.module_path, job.device);
+  }
+  evaluation evaluate(const std::string& job_id, const std::string& episode_id, const std::string& task_path,
+                      const std::string& solution_dir, const std::string& module_path,
+                      const std::string& device);
+  verify_result verify(const verify_job& job);
+  profile_result profile(const profile_job& job);
+
+  // Starts the worker if needed and checks it answers; throws std::runtime_error if it cannot.
+  void ping();
+
+  pid_t worker_pid() const { return pid_; }
+  int restarts() const { return restarts_; }
+
+ private:
+  evaluation run_job(const std::string& op, nlohmann::json request, const std::string& job_id,
+                     const std::string& episode_id);
+  std::string call(const nlohmann::json& request, std::chrono::milliseconds timeout);
+  void start();
+  void stop(bool graceful);
+
+  harness_settings settings_;
+  std::string device_;
+  pid_t pid_ = -1;
+  int to_worker_ = -1;
+  int from_worker_ = -1;
+  int restarts_ = -1;  // the first start is not a restart
+};
+
+}  // namespace cuda_agent::harness

@@ -1,0 +1,337 @@
+"""The isolated child process one candidate runs in.
+
+Started by the worker with two private pipes (commands in, replies out); the candidate's own
+standard output is sent to standard error so it cannot write into the reply channel by printing.
+It never sees the reference's outputs: it returns its own outputs (torch.save bytes) and what the
+guards caught, and the worker decides. Commands: load, verify, time, exit.
+"""
+import argparse
+import importlib
+import importlib.util
+import io
+import os
+import sys
+import threading
+import time
+import traceback
+
+import torch
+
+from harness import framing, guard, timing
+
+_torch_save = torch.save
+_torch_load = torch.load
+
+
+def to_bytes(obj):
+    buffer = io.BytesIO()
+    _torch_save(obj, buffer)
+    return buffer.getvalue()
+
+
+def from_bytes(data):
+    return _torch_load(io.BytesIO(data), weights_only=True)
+
+
+def as_output_list(out):
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+def storage_span(t):
+    s = t.untyped_storage()
+    return (s.data_ptr(), s.data_ptr() + s.nbytes())
+
+
+def overlaps(a, b):
+    return a[0] < b[1] and b[0] < a[1] and a[0] != a[1]
+
+
+def same_values(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)) and \
+        torch.equal(torch.isnan(a), torch.isnan(b)) if a.dtype.is_floating_point else torch.equal(a, b)
+
+
+class Runner:
+    def __init__(self):
+        self.violations = guard.Violations()
+        self.model = None
+        self.device = None
+        self.extension_calls = 0
+        self.extension_depth = [0]
+        self.extension_storages = []
+        self.audit = None
+        self.identity = None
+        self.output_storages = []
+        self.kept_outputs = []
+        self.timer = None
+        self.poisoned = []
+
+    # --- load -------------------------------------------------------------------------------
+    def load(self, req):
+        self.device = torch.device(req["device"])
+        if self.device.type == "cpu" and int(req.get("cpu_threads", 0)) > 0:
+            torch.set_num_threads(int(req["cpu_threads"]))
+        if self.device.type == "cuda":
+            torch.cuda.init()
+            torch.empty(1, device=self.device)
+        torch.ones(1 << 16).sum()  # start torch's intra-op pool before counting threads
+        self.timer = timing.Timer(self.device)
+        solution_dir = os.path.realpath(req["solution_dir"])
+        module_dir = os.path.realpath(req["module_dir"])
+        task_path = os.path.realpath(req["task_path"])
+        init_inputs = from_bytes(req["init_inputs"])
+        state_dict = from_bytes(req["state_dict"])
+
+        guard.warm_up_guards()
+        self.dynamo_frames = guard.dynamo_frames()
+        import harness.candidate_runner as me
+        self.identity = guard.IdentitySnapshot()
+        self.identity.table.update({f"harness.guard.{k}": v for k, v in vars(guard).items()
+                                    if callable(v)})
+        self.identity.table.update({f"harness.candidate_runner.{k}": v for k, v in vars(me).items()
+                                    if callable(v)})
+        self.audit = guard.AuditGuard(self.violations, req.get("allowed_write_dirs", []) + [solution_dir],
+                                      task_path)
+        modules_before = set(sys.modules)
+        sys.path.insert(0, solution_dir)
+        sys.path.insert(0, module_dir)
+        self.audit.armed = True
+
+        extension = importlib.import_module("cuda_extension")
+        ext_file = os.path.realpath(getattr(extension, "__file__", "") or "")
+        if os.path.dirname(ext_file) != module_dir:
+            raise RuntimeError(f"cuda_extension resolved to {ext_file}, not the built module in {module_dir}")
+        self._wrap_extension(extension)
+
+        spec = importlib.util.spec_from_file_location("model_new", os.path.join(solution_dir, "model_new.py"))
+        model_new = importlib.util.module_from_spec(spec)
+        sys.modules["model_new"] = model_new
+        spec.loader.exec_module(model_new)
+        ModelNew = getattr(model_new, "ModelNew", None)
+        if ModelNew is None:
+            raise RuntimeError("model_new.py defines no class ModelNew")
+        with torch.no_grad():
+            self.model = ModelNew(*init_inputs)
+        self.model.load_state_dict(state_dict, strict=True)
+        self.model = self.model.to(self.device).eval()
+        self.audit.armed = False
+
+        self._check_reference_use(task_path, ModelNew)
+        for violation, name in guard.new_forbidden_modules(modules_before):
+            self.violations.add(violation, f"imported {name}")
+        self._check_identity("after import")
+        return {}
+
+    def _wrap_extension(self, extension):
+        runner = self
+
+        def wrap(name, fn):
+            def call(*args, **kwargs):
+                for a in list(args) + list(kwargs.values()):
+                    if isinstance(a, torch.Tensor):
+                        runner.extension_storages.append(storage_span(a))
+                runner.extension_depth[0] += 1
+                try:
+                    result = fn(*args, **kwargs)
+                finally:
+                    runner.extension_depth[0] -= 1
+                runner.extension_calls += 1
+                for r in as_output_list(result):
+                    if isinstance(r, torch.Tensor):
+                        runner.extension_storages.append(storage_span(r))
+                return result
+            call.__name__ = name
+            return call
+
+        for name in dir(extension):
+            fn = getattr(extension, name)
+            if name.startswith("_") or isinstance(fn, type) or not callable(fn):
+                continue
+            setattr(extension, name, wrap(name, fn))
+
+    def _check_reference_use(self, task_path, ModelNew):
+        for name, module in list(sys.modules.items()):
+            f = getattr(module, "__file__", None)
+            if f and os.path.realpath(f) == task_path:
+                self.violations.add("loads_reference", f"imported the task file as module {name!r}")
+        self.audit.harness_io += 1
+        try:
+            spec = importlib.util.spec_from_file_location("_harness_reference_task", task_path)
+            reference = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(reference)
+        finally:
+            self.audit.harness_io -= 1
+        Model = reference.Model
+        named = {c.__name__ for c in ModelNew.__mro__}
+        if "Model" in named and ModelNew.__name__ != "Model" and any(
+                c is not torch.nn.Module and c.__name__ == "Model" for c in ModelNew.__mro__):
+            self.violations.add("model_new_is_reference", "ModelNew subclasses Model")
+        if ModelNew.__name__ == "Model":
+            self.violations.add("model_new_is_reference", "ModelNew is Model")
+        ref_code = Model.forward.__code__.co_code
+        for cls in ModelNew.__mro__:
+            fwd = vars(cls).get("forward")
+            if fwd is not None and getattr(fwd, "__code__", None) is not None and \
+                    fwd.__code__.co_code == ref_code and fwd.__code__.co_names == Model.forward.__code__.co_names:
+                self.violations.add("model_new_is_reference", "ModelNew.forward is Model.forward's code")
+        for name, sub in self.model.named_modules():
+            if type(sub).__name__ == "Model" or type(sub) is Model:
+                self.violations.add("model_new_is_reference", f"submodule {name or '<root>'} is a Model")
+
+    def _check_identity(self, when):
+        changed = self.identity.changed()
+        if changed:
+            self.violations.add("monkeypatch", f"{', '.join(changed[:5])} replaced ({when})")
+
+    # --- one guarded call ----------------------------------------------------------------------
+    def guarded_call(self, inputs, call_index, settle=True):
+        snapshots = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
+        input_spans = [storage_span(x) for x in inputs if isinstance(x, torch.Tensor)]
+        py_threads = set(threading.enumerate())
+        os_threads = guard.os_thread_ids()
+        modules_before = set(sys.modules)
+        if self.device.type == "cuda":  # stale NaN in every cached block the candidate may reuse
+            junk = torch.empty(timing.L2_FLUSH_BYTES // 4, dtype=torch.float32, device=self.device)
+            junk.fill_(float("nan"))
+            del junk
+            if settle:  # nothing of ours still running when the candidate starts
+                torch.cuda.synchronize()
+        self.extension_calls = 0
+        self.extension_storages = []
+        dispatch = guard.ForwardDispatchGuard(self.violations, self.extension_depth)
+        self.audit.armed = True
+        try:
+            with torch.no_grad(), guard.ForwardFunctionGuard(self.violations), dispatch:
+                out = self.model(*inputs)
+        finally:
+            self.audit.armed = False
+        outs = as_output_list(out)
+        for o in outs:
+            if type(o) is not torch.Tensor:
+                self.violations.add("lazy_or_subclassed_output", f"output of type {type(o).__name__}")
+                raise guard.ViolationRaised("output is not a torch.Tensor")
+        # What a caller ordered after forward on the current stream sees, then what is there later.
+        seen = [o.cpu() if self.device.type == "cuda" else o.clone() for o in outs]
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        else:
+            time.sleep(0.02)
+        later = [o.cpu() if self.device.type == "cuda" else o.clone() for o in outs]
+        for a, b in zip(seen, later):
+            if not same_values(a, b):
+                name = "side_stream" if self.device.type == "cuda" else "background_thread"
+                self.violations.add(name, "the output changed after forward returned")
+        alive = [t for t in threading.enumerate() if t not in py_threads and t.is_alive()]
+        if alive:
+            self.violations.add("background_thread", f"thread {alive[0].name} still running after forward")
+        if call_index > 0 and self.device.type == "cpu":  # the CUDA driver starts helper threads lazily
+            lingering = guard.os_thread_ids() - os_threads
+            if lingering:
+                self.violations.add("background_thread", f"{len(lingering)} OS thread(s) started in forward still alive")
+        for x, snap in zip(inputs, snapshots):
+            if snap is not None and not same_values(x.detach().cpu(), snap.cpu()):
+                self.violations.add("input_mutation", "an input's values changed in forward")
+        poisoned_spans = [storage_span(t) for t in dispatch.allocated]
+        flags = []
+        for o in outs:
+            if o.device != self.device or o.layout != torch.strided or o.is_meta or o.is_nested:
+                self.violations.add("lazy_or_subclassed_output", f"output on {o.device} / {o.layout}")
+            span = storage_span(o)
+            if any(overlaps(span, s) for s in input_spans):
+                self.violations.add("output_aliases_input", "the output shares memory with an input")
+            if any(overlaps(span, s) for s in self.output_storages):
+                self.violations.add("output_buffer_reused", "this output's memory was returned by an earlier call")
+            if self.extension_calls and not any(overlaps(span, s) for s in self.extension_storages):
+                self.violations.add("output_not_from_kernel", "no extension call returned or received the output")
+            flags.append(any(overlaps(span, s) for s in poisoned_spans))
+        for o in outs:
+            self.output_storages.append(storage_span(o))
+        self.kept_outputs.append(outs)  # alive, so a later call cannot be handed the same memory
+        if self.extension_calls == 0:
+            self.violations.add("kernel_not_called", "forward called no function of cuda_extension")
+        for violation, name in guard.new_forbidden_modules(modules_before):
+            self.violations.add(violation, f"imported {name}")
+        if guard.dynamo_frames() != self.dynamo_frames:
+            self.violations.add("torch_compile_fallback", "TorchDynamo compiled a frame during forward")
+        self._check_identity("after forward")
+        return outs, flags
+
+    # --- verify --------------------------------------------------------------------------------
+    def verify(self, req):
+        sets = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in from_bytes(b)]
+                for b in req["input_sets"]]
+        poisoned = []
+        buffers = None
+        for i, values in enumerate(sets):
+            if i < max(1, len(sets) - 2):
+                buffers = timing.clone_inputs(values)
+            else:  # the same buffers, new values: a result cached by address shows up stale
+                with torch.no_grad():
+                    if self.device.type == "cuda" and i == len(sets) - 1:
+                        torch.cuda._sleep(50_000_000)  # the new values land late, in stream order
+                    for b, v in zip(buffers, values):
+                        if isinstance(b, torch.Tensor):
+                            b.copy_(v)
+            late = self.device.type == "cuda" and i == len(sets) - 1 and i > 0
+            outs, flags = self.guarded_call(buffers, i, settle=not late)
+            poisoned.append(flags)
+        # Outputs are read back only now: one overwritten by a later call is caught as wrong.
+        outputs = [to_bytes([o.detach().cpu() for o in outs]) for outs in self.kept_outputs[-len(sets):]]
+        return {"outputs": outputs, "poisoned": poisoned}
+
+    # --- time ----------------------------------------------------------------------------------
+    def time(self, req):
+        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in from_bytes(req["inputs"])]
+        samples, out = [], None
+        for _ in range(int(req.get("warmup", 0))):
+            self.timer.time_once(self.model, inputs)
+        threads_before = set(threading.enumerate())
+        for _ in range(int(req["runs"])):
+            ms, out = self.timer.time_once(self.model, inputs)
+            samples.append(ms)
+        if [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]:
+            self.violations.add("background_thread", "a thread outlived a timed run")
+        self._check_identity("after timing")
+        reply = {"samples_ms": samples}
+        if req.get("return_output") and out is not None:
+            reply["output"] = to_bytes([o.detach().cpu() for o in as_output_list(out)])
+        return reply
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cmd-fd", type=int, required=True)
+    parser.add_argument("--reply-fd", type=int, required=True)
+    args = parser.parse_args()
+    cmd_fd, reply_fd = args.cmd_fd, args.reply_fd
+    os.dup2(2, 1)  # the candidate's prints go to the log, never into the reply channel
+    sys.stdout = sys.stderr
+    runner = Runner()
+    handlers = {"load": runner.load, "verify": runner.verify, "time": runner.time}
+    while True:
+        try:
+            req = framing.read_frame(cmd_fd)
+        except framing.ChannelClosed:
+            return 0
+        op = req.get("op")
+        if op == "exit":
+            return 0
+        reply = {"ok": True, "error": None}
+        try:
+            reply.update(handlers[op](req))
+        except guard.ViolationRaised as e:
+            reply.update(ok=False, error=f"violation: {e}")
+        except BaseException as e:  # the candidate's failure, reported, never fatal to the harness
+            tb = traceback.format_exc(limit=4)
+            sys.stderr.write(tb)
+            reply.update(ok=False, error=f"{type(e).__name__}: {str(e)[:400]}")
+        reply["violations"] = runner.violations.found
+        framing.write_frame(reply_fd, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

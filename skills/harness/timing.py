@@ -1,0 +1,69 @@
+"""One timing method for eager, torch.compile and the candidate (DESIGN.md, Timing).
+
+Each run gets freshly cloned inputs; on CUDA the L2 cache is flushed by writing a buffer larger
+than it, the device is synchronised before the start mark and again before the end mark, so work
+left on any stream is counted. On CPU the wall clock brackets the call. The timers are bound here,
+at import, before any candidate code runs.
+"""
+import math
+import statistics
+from time import perf_counter_ns as _perf_counter_ns
+
+import torch
+
+L2_FLUSH_BYTES = 256 << 20  # H200 L2 is 60 MB; four times over leaves nothing behind
+
+_cuda_synchronize = torch.cuda.synchronize
+_CudaEvent = torch.cuda.Event
+
+
+def clone_inputs(inputs):
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+class Timer:
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.flush_buffer = None
+        if self.cuda:
+            self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
+
+    def time_once(self, fn, inputs):
+        """Milliseconds of one call of fn on a fresh clone of inputs, and its output."""
+        args = clone_inputs(inputs)
+        with torch.no_grad():
+            if self.cuda:
+                self.flush_buffer.fill_(1)
+                start, end = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
+                _cuda_synchronize()
+                start.record()
+                out = fn(*args)
+                _cuda_synchronize()  # device-wide: work on side streams is counted
+                end.record()
+                end.synchronize()
+                return start.elapsed_time(end), out
+            t0 = _perf_counter_ns()
+            out = fn(*args)
+            t1 = _perf_counter_ns()
+            return (t1 - t0) / 1e6, out
+
+
+def stats(samples_ms):
+    """messages.hpp timing_stats: median, mean, min, max, p10, p90, cv, runs."""
+    nan = float("nan")
+    if not samples_ms:
+        return {"median_ms": nan, "mean_ms": nan, "min_ms": nan, "max_ms": nan,
+                "p10_ms": nan, "p90_ms": nan, "cv": nan, "runs": 0}
+    xs = sorted(samples_ms)
+    mean = statistics.fmean(xs)
+    sd = statistics.pstdev(xs) if len(xs) > 1 else 0.0
+
+    def pct(p):
+        k = (len(xs) - 1) * p
+        lo, hi = math.floor(k), math.ceil(k)
+        return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+    return {"median_ms": statistics.median(xs), "mean_ms": mean, "min_ms": xs[0], "max_ms": xs[-1],
+            "p10_ms": pct(0.1), "p90_ms": pct(0.9), "cv": sd / mean if mean > 0 else nan,
+            "runs": len(xs)}

@@ -1,0 +1,244 @@
+// The C++ client of the harness worker, against the real worker and real candidate children:
+// jobs end with typed results, a hung worker is killed at the job deadline and replaced, a
+// killed worker is replaced, and the C++ and Python rewards agree.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/harness/harness_process.hpp"
+#include "actors/process/subprocess.hpp"
+#include "messages/reward.hpp"
+
+namespace cuda_agent::harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kHere = fs::path{CUDA_AGENT_SOURCE_DIR} / "tests" / "harness";
+
+// Assembles tests/harness/candidates/NAME into a solution directory and builds it with the
+// tests' build script (objects cached by content, shared with the pytest suite).
+struct built_candidate {
+  fs::path solution;
+  fs::path task;
+  fs::path module;
+};
+
+built_candidate build(const std::string& name) {
+  const fs::path root = fs::temp_directory_path() / "cuda-agent-harness-process-test";
+  const fs::path src = kHere / "candidates" / name;
+  std::ifstream meta_file{src / "candidate.json"};
+  const auto meta = nlohmann::json::parse(meta_file);
+  built_candidate c;
+  c.solution = root / name;
+  fs::remove_all(c.solution);
+  fs::create_directories(c.solution / "kernels");
+  c.task = c.solution / "model.py";
+  fs::copy_file(kHere / "tasks" / (meta["task"].get<std::string>() + ".py"), c.task);
+  fs::copy_file(src / "model_new.py", c.solution / "model_new.py");
+  for (const auto& k : meta["kernels"])
+    fs::copy_file(kHere / "kernels" / k.get<std::string>(), c.solution / "kernels" / k.get<std::string>());
+  subprocess_options options;
+  options.timeout = std::chrono::minutes{10};
+  const auto result = run_subprocess({CUDA_AGENT_PYTHON, (kHere / "build_candidate.py").string(),
+                                      c.solution.string(), "/tmp/cuda-agent-harness-test-cache"},
+                                     options);
+  EXPECT_TRUE(result.ok()) << result.describe() << "\n" << result.err;
+  std::string out = result.out;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  c.module = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+  return c;
+}
+
+harness_settings test_settings() {
+  harness_settings s;
+  s.python = CUDA_AGENT_PYTHON;
+  s.skills_dir = fs::path{CUDA_AGENT_SOURCE_DIR} / "skills";
+  s.warmup_runs = 1;
+  s.timed_runs = 3;
+  s.cpu_threads = 1;
+  s.candidate_timeout = std::chrono::seconds{60};
+  s.baseline_cache_dir = fs::temp_directory_path() / "cuda-agent-harness-process-test" / "baselines";
+  return s;
+}
+
+verify_job verify_of(const built_candidate& c) {
+  verify_job job;
+  job.job_id = "v";
+  job.task_path = c.task.string();
+  job.solution_dir = c.solution.string();
+  job.module_path = c.module.string();
+  job.device = "cpu";
+  return job;
+}
+
+TEST(HarnessProcess, VerifiesHonestAndNamesACheat) {
+  harness_process worker{test_settings(), "cpu"};
+  const auto honest = build("honest_elementwise");
+  const auto honest_result = worker.verify(verify_of(honest));
+  EXPECT_TRUE(honest_result.correct) << honest_result.error;
+  EXPECT_TRUE(honest_result.violations.empty());
+
+  const auto cheat = build("binding_aten");
+  const auto cheat_result = worker.verify(verify_of(cheat));
+  EXPECT_FALSE(cheat_result.correct);
+  ASSERT_EQ(cheat_result.violations.size(), 1u);
+  EXPECT_EQ(cheat_result.violations[0], "torch_compute_in_binding");
+  EXPECT_EQ(worker.restarts(), 0);
+}
+
+TEST(HarnessProcess, KilledWorkerIsReplacedAndTheNextJobRuns) {
+  harness_process worker{test_settings(), "cpu"};
+  const auto honest = build("honest_elementwise");
+  worker.ping();
+  const pid_t first = worker.worker_pid();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  const auto lost = worker.verify(verify_of(honest));  // finds the worker dead
+  EXPECT_FALSE(lost.correct);
+  EXPECT_NE(lost.error.find("harness worker"), std::string::npos) << lost.error;
+  const auto next = worker.verify(verify_of(honest));
+  EXPECT_TRUE(next.correct) << next.error;
+  EXPECT_NE(worker.worker_pid(), first);
+  EXPECT_EQ(worker.restarts(), 1);
+}
+
+TEST(HarnessProcess, HungJobIsKilledAtItsDeadlineAndTheWorkerReplaced) {
+  auto settings = test_settings();
+  settings.job_timeout = std::chrono::seconds{30};        // the C++ deadline fires first
+  settings.candidate_timeout = std::chrono::seconds{300};  // the worker would wait longer
+  harness_process worker{settings, "cpu"};
+  const auto looping = build("fault_infinite_loop");
+  const auto started = std::chrono::steady_clock::now();
+  struct {
+    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
+  } job;
+  job.job_id = "hang";
+  job.task_path = looping.task.string();
+  job.solution_dir = looping.solution.string();
+  job.module_path = looping.module.string();
+  job.device = "cpu";
+  const auto hung = worker.evaluate(job);
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(hung.record.reward, -1);
+  EXPECT_NE(hung.record.error.find("did not answer within 30000 ms"), std::string::npos) << hung.record.error;
+  EXPECT_LT(took, std::chrono::seconds{60});
+  const auto next = worker.verify(verify_of(build("honest_elementwise")));
+  EXPECT_TRUE(next.correct) << next.error;
+  EXPECT_EQ(worker.restarts(), 1);
+}
+
+TEST(HarnessProcess, EvaluateGivesTimesAndTheCppReward) {
+  harness_process worker{test_settings(), "cpu"};
+  const auto honest = build("honest_elementwise");
+  struct {
+    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
+  } job;
+  job.job_id = "e";
+  job.task_path = honest.task.string();
+  job.solution_dir = honest.solution.string();
+  job.module_path = honest.module.string();
+  job.device = "cpu";
+  const auto result = worker.evaluate(job);
+  EXPECT_TRUE(result.record.correct) << result.record.error;
+  EXPECT_GT(result.record.t_new_ms, 0);
+  EXPECT_GT(result.record.t_eager_ms, 0);
+  EXPECT_GT(result.record.t_compile_ms, 0);
+  EXPECT_EQ(result.profile.candidate.runs, 3);
+  EXPECT_EQ(result.record.reward, milestone_reward(true, result.record.t_new_ms, result.record.t_eager_ms,
+                                                   result.record.t_compile_ms));
+  EXPECT_GE(result.record.reward, 1);
+}
+
+TEST(HarnessProcess, PythonRewardAgreesWithMilestoneReward) {
+  const double cases[][3] = {{1, 2, 2}, {1, 2, 1}, {95, 100, 100}, {94, 100, 100}, {1, 1, 1},
+                             {2, 1, 1}, {1, 0, 0}, {NAN, 1, 1},   {0.5, 1, 0.52}, {0.9, 1, 0.9}};
+  std::string script = "import math, sys\nfrom harness.reward import milestone_reward\nnan = math.nan\n";
+  std::string expected;
+  for (const auto& c : cases) {
+    for (bool correct : {true, false}) {
+      script += "print(milestone_reward(" + std::string{correct ? "True" : "False"} + ", " +
+                (std::isnan(c[0]) ? std::string{"nan"} : std::to_string(c[0])) + ", " + std::to_string(c[1]) +
+                ", " + std::to_string(c[2]) + "))\n";
+      expected += std::to_string(milestone_reward(correct, c[0], c[1], c[2])) + "\n";
+    }
+  }
+  subprocess_options options;
+  options.extra_env["PYTHONPATH"] = (fs::path{CUDA_AGENT_SOURCE_DIR} / "skills").string();
+  const auto result = run_subprocess({CUDA_AGENT_PYTHON, "-c", script}, options);
+  ASSERT_TRUE(result.ok()) << result.err;
+  EXPECT_EQ(result.out, expected);
+}
+
+}  // namespace
+}  // namespace cuda_agent::harness
+
+namespace cuda_agent::harness {
+namespace {
+
+// `cuda-agent check --json` end to end: one line of JSON on standard output, exit status 0
+// whatever the candidate did.
+// With prebuilt, the module from the tests' build script is passed with --module; otherwise
+// `check` builds the solution itself with build_solution, as everywhere else.
+nlohmann::json check_json_of(const built_candidate& c, bool prebuilt) {
+  const char* binary = std::getenv("CUDA_AGENT_BINARY");
+  if (!binary) throw std::runtime_error{"CUDA_AGENT_BINARY is not set (run through ctest)"};
+  subprocess_options options;
+  options.timeout = std::chrono::minutes{10};
+  const fs::path baselines = fs::temp_directory_path() / "cuda-agent-harness-process-test" / "baselines";
+  std::vector<std::string> argv{binary,
+                                "--set", std::string{"harness.python="} + CUDA_AGENT_PYTHON,
+                                "--set", "harness.timed_runs=3",
+                                "--set", "harness.warmup_runs=1",
+                                "--set", "harness.cpu_threads=1",
+                                "--set", "harness.baseline_cache_dir=" + baselines.string(),
+                                "--set", "build.cache_dir=" + (baselines.parent_path() / "build-cache").string(),
+                                "check", "--task", c.task.string(), "--solution", c.solution.string(), "--json"};
+  if (prebuilt) argv.insert(argv.end(), {"--module", c.module.string()});
+  const auto result = run_subprocess(argv, options);
+  EXPECT_TRUE(result.ok()) << result.describe() << "\n" << result.err;
+  EXPECT_EQ(std::count(result.out.begin(), result.out.end(), '\n'), 1) << result.out;
+  return nlohmann::json::parse(result.out);
+}
+
+TEST(CheckCommand, HonestCandidateGetsAPositiveReward) {
+  const auto json = check_json_of(build("honest_elementwise"), /*prebuilt=*/false);
+  EXPECT_EQ(json["compiled"], true);
+  EXPECT_EQ(json["correct"], true);
+  EXPECT_TRUE(json["violations"].empty());
+  EXPECT_GE(json["reward"].get<int>(), 1);
+  EXPECT_GT(json["t_new_ms"].get<double>(), 0);
+  EXPECT_GT(json["speedup_compile"].get<double>(), 0);
+  EXPECT_TRUE(json["error"].is_null());
+}
+
+TEST(CheckCommand, CheatGetsMinusOneWithTheTrickNamed) {
+  const auto json = check_json_of(build("output_memory_reuse"), /*prebuilt=*/true);
+  EXPECT_EQ(json["reward"], -1);
+  EXPECT_EQ(json["correct"], false);
+  EXPECT_NE(std::find(json["violations"].begin(), json["violations"].end(), "output_memory_reuse"),
+            json["violations"].end())
+      << json.dump();
+  EXPECT_TRUE(json["t_new_ms"].is_null());
+  EXPECT_TRUE(json["error"].is_string());
+}
+
+TEST(CheckCommand, MissingTaskIsAUsageError) {
+  const char* binary = std::getenv("CUDA_AGENT_BINARY");
+  ASSERT_NE(binary, nullptr);
+  const auto result = run_subprocess({binary, "check", "--task", "/nonexistent/model.py", "--solution", "/tmp"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("--task /nonexistent/model.py is not a file"), std::string::npos) << result.err;
+}
+
+}  // namespace
+}  // namespace cuda_agent::harness

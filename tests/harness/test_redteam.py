@@ -1,0 +1,80 @@
+"""Red team on CPU: every cheating candidate is caught and named, honest ones pass, and a
+candidate that crashes, hangs or eats memory ends with r = -1 while the next job still runs."""
+import math
+import os
+import tempfile
+
+import pytest
+
+from conftest import candidate_names
+
+from harness import guard, reward
+
+
+@pytest.mark.parametrize("name", candidate_names("honest"))
+def test_honest_candidate_passes(worker, solutions, name):
+    meta, job = solutions(name)
+    reply = worker.request(job)
+    assert reply["ok"], reply["error"]
+    record = reply["record"]
+    assert record["violations"] == [], record["error"]
+    assert record["correct"], record["error"]
+    assert record["reward"] >= 1
+    for key in ("t_new_ms", "t_eager_ms", "t_compile_ms"):
+        assert record[key] > 0 and math.isfinite(record[key])
+    assert record["reward"] == reward.milestone_reward(True, record["t_new_ms"], record["t_eager_ms"],
+                                                       record["t_compile_ms"])
+    assert reply["profile"]["candidate"]["runs"] == job["timed_runs"]
+
+
+@pytest.mark.parametrize("name", candidate_names("cheat"))
+def test_cheat_is_caught_and_named(worker, solutions, name):
+    meta, job = solutions(name)
+    reply = worker.request(job)
+    assert reply["ok"], reply["error"]
+    record = reply["record"]
+    assert record["reward"] == -1
+    assert not record["correct"]
+    missing = set(meta["expect_violations"]) - set(record["violations"])
+    assert not missing, f"{name}: expected {missing} in {record['violations']} ({record['error']})"
+    assert set(record["violations"]) <= set(guard.VIOLATIONS)
+    assert record["error"]
+    marker = os.path.join(tempfile.gettempdir(), "cuda_agent_redteam_marker")  # write_outside's
+    if os.path.exists(marker):
+        os.remove(marker)
+
+
+@pytest.mark.parametrize("name", candidate_names("fault"))
+def test_fault_is_contained(worker, solutions, name):
+    meta, job = solutions(name)
+    reply = worker.request(job)
+    assert reply["ok"], reply["error"]
+    record = reply["record"]
+    assert record["reward"] == -1
+    assert meta["expect_error"] in record["error"], record["error"]
+    # The worker survived and the next job runs normally.
+    _, honest = solutions("honest_elementwise")
+    after = worker.request(dict(honest, op="verify"))
+    assert after["record"]["correct"], after["record"]["error"]
+
+
+def test_reward_table():
+    assert reward.milestone_reward(False, 1.0, 2.0, 2.0) == -1
+    assert reward.milestone_reward(True, 1.0, 2.0, 2.0) == 3
+    assert reward.milestone_reward(True, 1.0, 2.0, 1.0) == 2
+    assert reward.milestone_reward(True, 95.0, 100.0, 100.0) == 1  # exactly 5% is not faster
+    assert reward.milestone_reward(True, 94.0, 100.0, 100.0) == 3
+    assert reward.milestone_reward(True, math.nan, 1.0, 1.0) == 1
+    assert reward.milestone_reward(True, 1.0, 0.0, 0.0) == 1
+
+
+def test_verify_uses_fresh_seeds(worker, solutions):
+    _, job = solutions("honest_elementwise")
+    a = worker.request(dict(job, op="verify"))
+    b = worker.request(dict(job, op="verify"))
+    assert a["record"]["correct"] and b["record"]["correct"]
+
+
+def test_unknown_op_is_an_error(worker):
+    reply = worker.request({"op": "frobnicate"})
+    assert not reply["ok"] and "unknown op" in reply["error"]

@@ -1,0 +1,39 @@
+"""Red team on CUDA (an H200 host): the GPU-specific tricks (side streams, output-memory reuse on
+the CUDA caching allocator) are caught, an illegal memory access is contained, an honest kernel
+passes. Skipped where torch sees no GPU."""
+import pytest
+import torch
+
+from conftest import candidate_names
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+GPU = "candidates_gpu"
+
+
+@pytest.mark.parametrize("name", candidate_names("honest", GPU))
+def test_gpu_honest_candidate_passes(worker, solutions, name):
+    meta, job = solutions(name, GPU)
+    record = worker.request(dict(job, timed_runs=20, warmup_runs=5))["record"]
+    assert record["violations"] == [], record["error"]
+    assert record["correct"] and record["reward"] >= 1, record["error"]
+
+
+@pytest.mark.parametrize("name", candidate_names("cheat", GPU))
+def test_gpu_cheat_is_caught_and_named(worker, solutions, name):
+    meta, job = solutions(name, GPU)
+    record = worker.request(job)["record"]
+    assert record["reward"] == -1
+    missing = set(meta["expect_violations"]) - set(record["violations"])
+    assert not missing, f"{name}: expected {missing} in {record['violations']} ({record['error']})"
+
+
+@pytest.mark.parametrize("name", candidate_names("fault", GPU))
+def test_gpu_fault_is_contained(worker, solutions, name):
+    meta, job = solutions(name, GPU)
+    record = worker.request(job)["record"]
+    assert record["reward"] == -1
+    assert meta["expect_error"] in record["error"], record["error"]
+    _, honest = solutions("gpu_honest", GPU)
+    after = worker.request(dict(honest, op="verify"))["record"]
+    assert after["correct"], after["error"]

@@ -1,0 +1,122 @@
+// `cuda-agent check --task TASK.py --solution DIR [--device cpu|cuda] [--json]`: evaluate one
+// candidate exactly as the reward does (DESIGN.md, One-candidate check).
+//
+// Builds the solution with build_solution, then hands it to a harness worker (verify, anti-hacking,
+// interleaved timing against eager and torch.compile, milestone reward). With --json, one JSON
+// object on one line of standard output; logs go to standard error. Exit status 0 whenever the
+// evaluation ran, whatever the candidate did.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "actors/harness/harness_process.hpp"
+#include "messages/reward.hpp"
+#include "tools/cli/commands.hpp"
+
+#if __has_include("kernels/build/build.hpp")
+#include "kernels/build/build.hpp"
+#define CUDA_AGENT_CHECK_BUILDS 1
+#endif
+
+namespace cuda_agent::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct check_options {
+  std::string task;
+  std::string solution;
+  std::string device = "cpu";
+  std::string module;  // a module built elsewhere: skip the build
+  bool json = false;
+};
+
+std::string ms_or_dash(double ms) { return std::isfinite(ms) ? fmt::format("{:.4f} ms", ms) : "-"; }
+
+void print_summary(const reward_record& r) {
+  std::cout << "compiled:   " << (r.compiled ? "yes" : "no") << "\n"
+            << "correct:    " << (r.correct ? "yes" : "no") << "\n";
+  if (!r.violations.empty()) {
+    std::cout << "violations:";
+    for (const auto& v : r.violations) std::cout << " " << v;
+    std::cout << "\n";
+  }
+  std::cout << "eager:      " << ms_or_dash(r.t_eager_ms) << "\n"
+            << "compile:    " << ms_or_dash(r.t_compile_ms) << "\n"
+            << "candidate:  " << ms_or_dash(r.t_new_ms) << "\n";
+  if (std::isfinite(r.speedup_eager))
+    std::cout << fmt::format("speed-up:   {:.3f}x over eager, {:.3f}x over torch.compile\n", r.speedup_eager,
+                             r.speedup_compile);
+  if (!r.error.empty()) std::cout << "error:      " << r.error << "\n";
+  std::cout << "reward:     " << r.reward << "\n";
+}
+
+int run_check(const check_options& opt, const settings& config) {
+  if (!fs::is_regular_file(opt.task))
+    throw usage_error{"--task " + opt.task + " is not a file; give the task's model.py"};
+  if (!fs::is_regular_file(fs::path{opt.solution} / "model_new.py"))
+    throw usage_error{"--solution " + opt.solution + " holds no model_new.py; give the solution directory"};
+  if (!opt.module.empty() && !fs::exists(opt.module))
+    throw usage_error{"--module " + opt.module + " does not exist; give the built cuda_extension module or its directory"};
+
+  reward_record record;
+  std::string module_path = opt.module;
+  if (module_path.empty()) {
+#ifdef CUDA_AGENT_CHECK_BUILDS
+    build::build_request request;
+    request.solution_dir = fs::absolute(opt.solution);
+    request.device = opt.device;
+    const auto built = build::build_solution(build::build_settings::from(config), request);
+    if (!built.error.empty()) throw std::runtime_error{"build infrastructure failed: " + built.error};
+    if (!built.ok) {
+      record.compiled = false;
+      record.error = "build failed: " + built.diagnostics;
+      record.reward = milestone_reward(false, record.t_new_ms, record.t_eager_ms, record.t_compile_ms);
+    }
+    module_path = built.module_path.string();
+    spdlog::info("check: built {} in {:.0f} ms{}", module_path, built.duration_ms,
+                 built.cache_hit ? " (cache hit)" : "");
+#else
+    throw usage_error{"this cuda-agent was built without the build pipeline; pass --module with a built cuda_extension"};
+#endif
+  }
+
+  if (record.error.empty()) {
+    harness::harness_process worker{harness::harness_settings::from(config), opt.device};
+    struct {
+      std::string job_id, episode_id, task_path, solution_dir, module_path, device;
+    } job;
+    job.job_id = "check";
+    job.task_path = fs::absolute(opt.task).string();
+    job.solution_dir = fs::absolute(opt.solution).string();
+    job.module_path = fs::absolute(module_path).string();
+    job.device = opt.device;
+    record = worker.evaluate(job).record;
+  }
+
+  if (opt.json)
+    std::cout << check_json(record).dump() << std::endl;
+  else
+    print_summary(record);
+  return 0;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, invocation& inv) {
+  auto opt = std::make_shared<check_options>();
+  CLI::App* cmd = app.add_subcommand("check", "Evaluate one solution exactly as the reward does.");
+  cmd->add_option("--task", opt->task, "The task's model.py (Model, get_inputs, get_init_inputs)")->required();
+  cmd->add_option("--solution", opt->solution, "The solution directory (model_new.py, kernels/)")->required();
+  cmd->add_option("--device", opt->device, "Where to evaluate")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--module", opt->module, "Use this built cuda_extension (file or directory) instead of building");
+  cmd->add_flag("--json", opt->json, "One JSON object on one line of standard output");
+  cmd->callback([opt, &inv] { inv.action = [opt, &inv] { return run_check(*opt, inv.config); }; });
+}
+
+}  // namespace cuda_agent::cli
