@@ -164,6 +164,7 @@ extern "C" void softmax_run(const float* x, float* y, long rows, long cols) {
     "cuda": '''#include <cuda_runtime.h>
 #include <math_constants.h>
 @REDUCE
+@MAX
 // One block per row: maximum, sum of exponentials, then the normalised write.
 __global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, long cols) {
   __shared__ float shared[32];

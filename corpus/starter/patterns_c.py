@@ -198,6 +198,7 @@ extern "C" void attention_run(const float* q, const float* k, const float* v, fl
 #include <math_constants.h>
 @GEMM
 @REDUCE
+@MAX
 // Row softmax in place over the (batch * seq) rows of the score matrix.
 __global__ void softmax_rows(float* __restrict__ s, long cols) {
   __shared__ float shared[32];

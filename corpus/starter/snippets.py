@@ -140,7 +140,7 @@ void gemm(const float* a, const float* b, const float* bias, float* c, int m, in
 }  // namespace
 """
 
-# Sum and max over a block of 256 threads.
+# Sum over a block of 256 threads.
 REDUCE_CUDA = """
 namespace {
 constexpr int kThreads = 256;
@@ -160,6 +160,12 @@ __device__ float block_sum(float v, float* shared) {
   return v;
 }
 
+}  // namespace
+"""
+
+# Maximum over a block of 256 threads (after REDUCE_CUDA, which defines kThreads).
+MAX_CUDA = """
+namespace {
 __device__ float block_max(float v, float* shared) {
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, off));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

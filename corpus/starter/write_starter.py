@@ -26,6 +26,7 @@ def expand(text: str, device: str) -> str:
     lang = "cpu" if device == "cpu" else "cuda"
     text = text.replace("@GEMM", snippets.GEMM_CPU if lang == "cpu" else snippets.GEMM_CUDA)
     text = text.replace("@REDUCE", snippets.REDUCE_CUDA)
+    text = text.replace("@MAX", snippets.MAX_CUDA)
     text = text.replace("@ELEMENTWISE", snippets.ELEMENTWISE_CUDA)
     return text
 

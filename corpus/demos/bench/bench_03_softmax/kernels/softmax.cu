@@ -19,6 +19,10 @@ __device__ float block_sum(float v, float* shared) {
   return v;
 }
 
+}  // namespace
+
+
+namespace {
 __device__ float block_max(float v, float* shared) {
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, off));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

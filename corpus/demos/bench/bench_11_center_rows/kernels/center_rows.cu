@@ -19,20 +19,6 @@ __device__ float block_sum(float v, float* shared) {
   return v;
 }
 
-__device__ float block_max(float v, float* shared) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, off));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = threadIdx.x < kThreads / 32 ? shared[threadIdx.x] : -INFINITY;
-  if (warp == 0)
-    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, off));
-  if (threadIdx.x == 0) shared[0] = v;
-  __syncthreads();
-  v = shared[0];
-  __syncthreads();
-  return v;
-}
 }  // namespace
 
 // One block per row: the mean by a block reduction, then the centred write.
