@@ -45,7 +45,7 @@ _DENY_SUBSTRINGS = ("dropout", "rrelu", "rand", "bernoulli", "normal", "poisson"
                     "bucketize", "searchsorted", "cummax", "cummin", "mode", "median", "kthvalue",
                     "aminmax", "max_unpool", "lu", "svd", "qr", "eig", "cholesky", "inverse",
                     "solve", "det", "pinv", "matrix", "lstsq", "orgqr", "ormqr", "geqrf", "histogramdd",
-                    "threshold", "cross", "fliplr", "flipud", "msort", "feature_alpha", "alpha_dropout", "gumbel", "sample", "renorm",
+                    "threshold", "softmin", "cross", "fliplr", "flipud", "msort", "feature_alpha", "alpha_dropout", "gumbel", "sample", "renorm",
                     "normalize", "dist", "logdet", "slogdet", "count_nonzero", "allclose", "equal",
                     "isclose", "argmax", "argmin", "all", "any", "std_mean", "var_mean",
                     "nanmedian", "nanquantile", "quantile", "fix_", "absolute_", "clamp_",
