@@ -117,6 +117,11 @@ const std::vector<setting_spec>& settings::schema() {
       {"harness.python", T::string, CUDA_AGENT_DEFAULT_PYTHON, {}, 0, 0,
        "Python interpreter, with torch 2.11.0, that runs the locked harness and reference models; "
        "defaults to the one the build took LibTorch from."},
+      {"corpus.dir", T::string, "", {}, 0, 0,
+       "The corpus/ folder (task sets, demonstrations, the cuda_agent_corpus package); empty "
+       "means the source tree the binary was built from."},
+      {"corpus.timeout_s", T::integer, "86400", {}, 1, int64_t{30} * 86400,
+       "Longest a `cuda-agent corpus` validate, import or synth run may take before it is killed."},
   };
   return specs;
 }

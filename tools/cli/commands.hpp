@@ -27,5 +27,6 @@ void add_doctor_command(CLI::App& app, invocation& inv);   // doctor_command.cpp
 void add_demo_command(CLI::App& app, invocation& inv);     // demo_command.cpp
 void add_log_command(CLI::App& app, invocation& inv);      // log_command.cpp
 void add_bench_log_command(CLI::App& bench, invocation& inv);  // bench_log_command.cpp
+void add_corpus_command(CLI::App& app, invocation& inv);   // corpus_command.cpp
 
 }  // namespace cuda_agent::cli
