@@ -40,6 +40,19 @@ def cmd_validate(args, progress) -> int:
     from .loader import validate
     results, failed = [], 0
     for label, path, _task in _task_paths(args.targets):
+        if args.filters:
+            from .filters import FilterConfig, filter_task
+            cfg = FilterConfig(device=args.device, runtime_min_ms=args.min_ms,
+                               runtime_max_ms=args.max_ms)
+            res = filter_task({"id": label, "code": Path(path).read_text(),
+                               "config": cfg.__dict__})
+            ok = res["accepted"]
+            failed += not ok
+            results.append({"id": label, "ok": ok, "stage": res["stage"], "error": res["reason"],
+                            "eager_ms": res.get("eager_ms"), "seconds": res["seconds"]})
+            eager = f"{res['eager_ms']:.3f} ms eager" if res.get("eager_ms") else ""
+            progress(f"{'ok  ' if ok else 'FAIL'} {label}  {res['stage']} {eager} {res['reason']}")
+            continue
         try:
             v = validate(path, device=args.device)
             results.append({"id": label, "ok": True, "output_shapes": v.output_shapes,
@@ -86,7 +99,7 @@ def cmd_synth(args, progress) -> int:
     fcfg = FilterConfig(device=args.device, compile=not args.no_compile,
                         compile_backend=args.compile_backend, runtime_min_ms=args.min_ms,
                         runtime_max_ms=args.max_ms, timing_runs=args.timing_runs)
-    elements = args.elements or ((1 << 22) if args.device.startswith("cuda") else (1 << 16))
+    elements = args.elements or ((1 << 26) if args.device.startswith("cuda") else (1 << 16))
     cfg = SynthConfig(out_dir=args.out, count=args.count, seed=args.seed, device=args.device,
                       workers=args.workers, elements=elements, id_prefix=args.prefix,
                       references=args.reference or [], reference_threshold=args.threshold,
@@ -123,6 +136,11 @@ def main(argv=None) -> int:
     p = sub.add_parser("validate", help="import and run tasks once")
     p.add_argument("targets", nargs="+", help="task files or set directories")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--filters", action="store_true",
+                   help="run synth's four filters (eager and compile execution, determinism, "
+                        "non-constant output, eager runtime window) instead of one forward")
+    p.add_argument("--min-ms", type=float, default=1.0)
+    p.add_argument("--max-ms", type=float, default=100.0)
 
     p = sub.add_parser("import", help="import a KernelBench checkout or an Ops-6K parquet file")
     p.add_argument("kind", choices=["kernelbench", "ops6k"])

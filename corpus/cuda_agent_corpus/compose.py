@@ -161,7 +161,9 @@ def compose(rng: random.Random, ops: List[Op], task_id: str, elements: int,
         first_pool = modules if modules and rng.random() < 0.5 else ops
         first = _pick(rng, first_pool)
         rank = _pick(rng, first.ranks)
-        shape = start_shape(rng, rank, elements)
+        # Sizes spread log-uniformly over 1/8x..8x the typical count, so a runtime window
+        # keeps a useful share whatever the operators cost.
+        shape = start_shape(rng, rank, int(elements * 2 ** rng.uniform(-3, 3)))
         start, steps, ok = shape, [], True
         for i in range(count):
             pool = [first] if i == 0 else ops

@@ -33,6 +33,7 @@ class FilterConfig:
     timing_runs: int = 5
     tolerance: float = 1e-2          # eager vs compile agreement, as the harness's atol/rtol
     seed: int = 0
+    cpu_threads: int = 1             # torch intra-op threads on cpu (0: leave torch's default)
 
     @staticmethod
     def from_dict(d: dict) -> "FilterConfig":
@@ -94,6 +95,10 @@ def _filter(payload: dict) -> dict:
     cfg = FilterConfig.from_dict(payload.get("config", {}))
     name = payload.get("id", "task")
     device = cfg.device
+    if device == "cpu" and cfg.cpu_threads > 0:
+        # One intra-op thread per filter process: workers share the cores, and timings taken
+        # while torch.compile's helper processes are alive are otherwise dominated by contention.
+        torch.set_num_threads(cfg.cpu_threads)
     try:
         module = load_source(payload["code"], name)
     except TaskError as e:

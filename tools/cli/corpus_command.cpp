@@ -169,7 +169,7 @@ void add_corpus_command(CLI::App& app, invocation& inv) {
     long elements = 0;
     std::vector<std::string> references;
     double threshold = 0.9, min_ms = 1.0, max_ms = 100.0;
-    bool no_compile = false;
+    bool no_compile = false, filters = false;
     std::string compile_backend = "inductor", summary, prefix = "synth";
     int timing_runs = 5;
   };
@@ -186,12 +186,20 @@ void add_corpus_command(CLI::App& app, invocation& inv) {
   auto* validate = corpus->add_subcommand("validate", "Import and run each task once; exit 1 if any fails");
   validate->add_option("targets", opt->targets, "Task files or set directories")->required();
   validate->add_option("--device", opt->device, "cpu or cuda")->capture_default_str();
+  validate->add_flag("--filters", opt->filters,
+                     "Run synth's filters (eager and compile, determinism, non-constant output, "
+                     "eager time in [--min-ms, --max-ms]) instead of one forward");
+  validate->add_option("--min-ms", opt->min_ms, "Eager runtime window, low end")->capture_default_str();
+  validate->add_option("--max-ms", opt->max_ms, "Eager runtime window, high end")->capture_default_str();
   json_flag(validate);
   validate->callback([&inv, opt] {
     inv.action = [&inv, opt] {
       std::vector<std::string> args;
       if (opt->json) args.push_back("--json");
       args.insert(args.end(), {"validate", "--device", opt->device});
+      if (opt->filters)
+        args.insert(args.end(), {"--filters", "--min-ms", fmt::format("{}", opt->min_ms),
+                                 "--max-ms", fmt::format("{}", opt->max_ms)});
       for (const auto& t : opt->targets) args.push_back(fs::absolute(t).string());
       return run_corpus_python(inv.config, args);
     };
