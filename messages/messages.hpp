@@ -58,9 +58,17 @@ struct episode_started {
   int32_t attempt = 0;  // > 0 when the episode is retried after an infrastructure failure
   int64_t weight_version = 0;
   int64_t started_at_ns = 0;
+  // The budgets it runs under: with the task and the recorded answers, enough to replay it.
+  int32_t max_turns = 0;
+  int64_t context_tokens = 0;
+  int64_t wall_clock_ms = 0;
+  std::string workdir;    // the agent's directory
+  std::string task_path;  // the locked copy of the reference program the harness reads
+  std::string arch;       // build target on cuda ("sm_90"); empty: detected
 };
 CUDA_AGENT_FIELDS(episode_started, episode_id, task_id, policy, device, attempt, weight_version,
-                  started_at_ns);
+                  started_at_ns, max_turns, context_tokens, wall_clock_ms, workdir, task_path,
+                  arch);
 
 struct episode_ended {
   std::string episode_id;
@@ -221,6 +229,18 @@ struct profile_result {
 };
 CUDA_AGENT_FIELDS(profile_result, job_id, eager, compiled, candidate, error);
 
+// The final evaluation of a candidate, exactly as the reward is computed (verify, then time eager,
+// compiled and candidate, then the milestone rule). Answered with a reward_record.
+struct evaluate_job {
+  std::string job_id;
+  std::string episode_id;
+  std::string task_path;
+  std::string solution_dir;
+  std::string module_path;
+  std::string device;
+};
+CUDA_AGENT_FIELDS(evaluate_job, job_id, episode_id, task_path, solution_dir, module_path, device);
+
 // --- Rewards -------------------------------------------------------------------------------------
 
 // The outcome of evaluating one candidate: the fields of `cuda-agent check --json`, plus where
@@ -321,8 +341,8 @@ CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_comp
 using all_message_types = caf::detail::type_list<
     task_spec, episode_started, episode_ended, tool_call, chat_message, policy_request,
     policy_response, tool_request, tool_result, compile_job, compile_result, verify_job,
-    verify_result, timing_stats, profile_job, profile_result, reward_record, trajectory_turn,
-    trajectory, learner_update, node_join, node_leave, node_heartbeat>;
+    verify_result, timing_stats, profile_job, profile_result, evaluate_job, reward_record,
+    trajectory_turn, trajectory, learner_update, node_join, node_leave, node_heartbeat>;
 
 static_assert(caf::detail::tl_is_distinct<all_message_types>::value,
               "all_message_types lists a type twice");

@@ -20,7 +20,8 @@ template <> inline task_spec sample() {
           {{"batch", "16"}, {"dtype", "float32"}}};
 }
 template <> inline episode_started sample() {
-  return {"ep-7", "L1-19", "openai", "cuda", 2, 41, 1764547200123456789};
+  return {"ep-7", "L1-19", "openai", "cuda", 2, 41, 1764547200123456789, 200, 131072, 7200000,
+          "/runs/r1/episodes/ep-7/workdir", "/runs/r1/episodes/ep-7/task/model.py", "sm_90"};
 }
 template <> inline episode_ended sample() {
   return {"ep-7", termination::token_budget, 37, 120001, 3, 5432.25, "context exhausted"};
@@ -63,6 +64,9 @@ template <> inline profile_result sample() {
   auto e = t;
   e.median_ms = 2.5;
   return {"job-3", e, t, c, "slot restarted"};
+}
+template <> inline evaluate_job sample() {
+  return {"job-4", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cpu"};
 }
 template <> inline reward_record sample() {
   return {"ep-7", "job-3", true, true, {"decoy_kernel"}, 3, 1.5, 1.2, 0.9, 1.5 / 0.9, 1.2 / 0.9,

@@ -28,5 +28,7 @@ void add_demo_command(CLI::App& app, invocation& inv);     // demo_command.cpp
 void add_log_command(CLI::App& app, invocation& inv);      // log_command.cpp
 void add_bench_log_command(CLI::App& bench, invocation& inv);  // bench_log_command.cpp
 void add_corpus_command(CLI::App& app, invocation& inv);   // corpus_command.cpp
+void add_build_command(CLI::App& app, invocation& inv);     // build_command.cpp
+void add_bench_build_command(CLI::App& bench, invocation& inv);  // build_command.cpp
 
 }  // namespace cuda_agent::cli

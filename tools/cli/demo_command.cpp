@@ -114,7 +114,7 @@ caf::behavior episode(episode_actor* self, std::string episode_id, task_spec tas
                         "KillBash"};
     st.request.max_tokens = 4096;
     record(self, "rollout",
-           episode_started{st.episode_id, st.task.id, "scripted", "cpu", 0, 0, now_ns()});
+           episode_started{st.episode_id, st.task.id, "scripted", "cpu", 0, 0, now_ns(), 3, 0, 0, "", "", ""});
     ask_policy(self);
     return st.done;
   }};

@@ -44,9 +44,11 @@ int main(int argc, char** argv) {
   cli::add_doctor_command(app, inv);
   cli::add_log_command(app, inv);
   cli::add_corpus_command(app, inv);
+  cli::add_build_command(app, inv);
   auto* bench = app.add_subcommand("bench", "Benchmarks that print their numbers");
   bench->require_subcommand(1);
   cli::add_bench_log_command(*bench, inv);
+  cli::add_bench_build_command(*bench, inv);
 
   try {
     app.parse(argc, argv);

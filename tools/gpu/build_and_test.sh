@@ -30,6 +30,17 @@ export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_
 "$python" -c 'import torch; assert torch.__version__.startswith("2.11.0"), torch.__version__' \
   || { echo "$python must have torch 2.11.0" >&2; exit 2; }
 
+# The kernel build sandboxes compilers with bubblewrap, carried as a .deb like the libraries.
+# It needs user namespaces; where the host refuses them, builds run unsandboxed (with a warning).
+bwrap="$prefix/usr/bin/bwrap"
+if "$bwrap" --unshare-all --ro-bind / / --die-with-parent true 2>"$out_dir/bwrap.log"; then
+  export CUDA_AGENT_BWRAP="$bwrap"
+  build_sandbox=(--set "build.bwrap=$bwrap")
+else
+  echo "warning: bubblewrap does not work here ($(head -1 "$out_dir/bwrap.log")); kernel builds run with build.sandbox=none" >&2
+  build_sandbox=(--set build.sandbox=none)
+fi
+
 t1=$(stamp)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix/usr" \
@@ -45,6 +56,16 @@ ctest_rc=${PIPESTATUS[0]}
 set -e
 t4=$(stamp)
 "$build_dir/tools/cuda-agent" doctor 2>&1 | tee "$out_dir/doctor.log"
+# Kernel build speed on the CUDA fixture: cold, warm and torch.utils.cpp_extension.load.
+bench_rc=skipped
+if [ "${BENCH_BUILD:-1}" = 1 ]; then
+  set +e
+  "$build_dir/tools/cuda-agent" "${build_sandbox[@]}" --set "harness.python=$python" \
+    bench build tests/build/fixtures/cuda_add --device cuda 2>&1 | tee "$out_dir/bench_build.log"
+  bench_rc=${PIPESTATUS[0]}
+  set -e
+fi
+t5=$(stamp)
 
 cat <<SUMMARY | tee "$out_dir/summary.txt"
 host:       $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores
@@ -52,5 +73,6 @@ unpack:     $(elapsed "$t0" "$t1") s
 configure:  $(elapsed "$t1" "$t2") s
 build:      $(elapsed "$t2" "$t3") s
 ctest:      $(elapsed "$t3" "$t4") s (exit $ctest_rc)
+bench build: $(elapsed "$t4" "$t5") s (exit $bench_rc, sandbox: ${build_sandbox[*]})
 SUMMARY
 exit "$ctest_rc"

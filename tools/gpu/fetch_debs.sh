@@ -8,4 +8,5 @@ cd .deps
 apt-get download \
   libcaf-dev libcaf-core0.17 libcaf-io0.17 libcaf-openssl0.17 \
   libmsgpack-cxx-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 \
-  libgtest-dev googletest nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libtomlplusplus3
+  libgtest-dev googletest nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libtomlplusplus3 \
+  bubblewrap

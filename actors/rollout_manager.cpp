@@ -1,0 +1,158 @@
+#include "actors/rollout_manager.hpp"
+
+#include <deque>
+#include <tuple>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace cuda_agent {
+namespace {
+
+struct pending_episode {
+  int32_t index = 0;
+  int32_t attempt = 0;
+};
+
+struct rollout_state {
+  rollout_plan plan;
+  rollout_services services;
+  std::shared_ptr<rollout_results> results;
+  std::deque<pending_episode> queue;
+  int32_t running = 0;
+  int32_t done = 0;
+  int32_t retried = 0;
+  int32_t histogram[4] = {0, 0, 0, 0};  // rewards -1, 1, 2, 3
+  caf::response_promise finished;
+  static inline const char* name = "rollout_manager";
+};
+using rollout_actor = caf::stateful_actor<rollout_state>;
+
+void admit(rollout_actor* self);
+
+std::string episode_id_of(const rollout_plan& plan, const pending_episode& p) {
+  auto id = fmt::format("{}-{:04d}", plan.run_id, p.index);
+  if (p.attempt > 0) id += fmt::format("-retry{}", p.attempt);
+  return id;
+}
+
+void settle(rollout_actor* self, const pending_episode& p, episode_summary summary) {
+  auto& st = self->state;
+  const bool infrastructure = summary.ended.reason == termination::infrastructure_failure;
+  if (infrastructure && p.attempt < st.plan.retries) {
+    spdlog::warn("{}: infrastructure failure ({}); retrying", summary.episode_id,
+                 summary.ended.error);
+    ++st.retried;
+    st.queue.push_front({p.index, p.attempt + 1});
+    return;
+  }
+  const int32_t r = summary.verdict.reward;
+  ++st.histogram[r <= 0 ? 0 : std::min(r, 3)];
+  ++st.done;
+  summary.attempts = p.attempt + 1;
+  std::lock_guard<std::mutex> lock{st.results->mutex};
+  st.results->episodes.push_back(std::move(summary));
+}
+
+episode_summary infrastructure_failure(const std::string& id, const task_spec& task,
+                                       std::string why) {
+  episode_summary s;
+  s.episode_id = id;
+  s.task = task;
+  s.ended.episode_id = id;
+  s.ended.reason = termination::infrastructure_failure;
+  s.ended.error = why;
+  s.verdict.episode_id = id;
+  s.verdict.error = std::move(why);
+  return s;
+}
+
+void start_episode(rollout_actor* self, pending_episode p) {
+  auto& st = self->state;
+  const auto& task = st.plan.tasks[static_cast<std::size_t>(p.index) % st.plan.tasks.size()];
+  const auto id = episode_id_of(st.plan, p);
+  ++st.running;
+  episode_config config = st.plan.base;
+  config.episode_id = id;
+  config.task = task;
+  config.attempt = p.attempt;
+  caf::actor tools;
+  try {
+    const auto paths = prepare_episode_dir(st.plan.episodes_dir, id, task, st.plan.sources);
+    config.workdir = paths.workdir;
+    config.task_path = paths.task_path;
+    tools = st.services.make_tools(config);
+  } catch (const std::exception& e) {
+    --st.running;
+    settle(self, p, infrastructure_failure(id, task, e.what()));
+    return;
+  }
+  auto episode = spawn_episode(self->system(), config,
+                               {st.services.policy, tools, st.services.compiler, st.services.gpu,
+                                st.services.recorder});
+  // Past every budget of the episode, something is wrong with it, not with the agent.
+  const auto limit = config.wall_clock + config.job_timeout * 2 + config.policy_timeout;
+  self->request(episode, limit, start_atom::value)
+      .then(
+          [=](episode_ended& ended, reward_record& verdict, trajectory&) {
+            self->send_exit(tools, caf::exit_reason::user_shutdown);
+            --self->state.running;
+            settle(self, p, {id, task, 1, ended, verdict});
+            admit(self);
+          },
+          [=](caf::error& error) {
+            self->send_exit(tools, caf::exit_reason::user_shutdown);
+            self->send_exit(episode, caf::exit_reason::user_shutdown);
+            --self->state.running;
+            settle(self, p,
+                   infrastructure_failure(id, task,
+                                          "the episode actor failed: " + self->system().render(error)));
+            admit(self);
+          });
+}
+
+void admit(rollout_actor* self) {
+  auto& st = self->state;
+  while (st.running < st.plan.concurrency && !st.queue.empty()) {
+    auto next = st.queue.front();
+    st.queue.pop_front();
+    start_episode(self, next);
+  }
+  if (st.running == 0 && st.queue.empty() && st.finished.pending()) st.finished.deliver(st.done);
+}
+
+caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_services services,
+                              std::shared_ptr<rollout_results> results) {
+  auto& st = self->state;
+  st.plan = std::move(plan);
+  st.services = std::move(services);
+  st.results = std::move(results);
+  return {
+      [=](run_atom) -> caf::result<int32_t> {
+        auto& st = self->state;
+        if (st.plan.tasks.empty())
+          return caf::make_error(caf::sec::runtime_error, "the rollout has no tasks");
+        st.finished = self->make_response_promise();
+        for (int32_t i = 0; i < st.plan.episodes; ++i) st.queue.push_back({i, 0});
+        admit(self);
+        return st.finished;
+      },
+      [=](status_atom) {
+        const auto& st = self->state;
+        return std::make_tuple(st.done, st.running, static_cast<int32_t>(st.queue.size()),
+                               st.retried, st.histogram[0], st.histogram[1], st.histogram[2],
+                               st.histogram[3]);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,
+                                 rollout_services services,
+                                 std::shared_ptr<rollout_results> results) {
+  return system.spawn(rollout_manager, std::move(plan), std::move(services), std::move(results));
+}
+
+}  // namespace cuda_agent

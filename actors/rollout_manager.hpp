@@ -1,0 +1,71 @@
+// The rollout manager: runs N episodes over a list of tasks, at most K at a time. It prepares
+// each episode's directory, gives it its own sandboxed tools, and retries an episode whose
+// infrastructure failed (a dead policy server, a lost worker, an episode actor that crashed) up
+// to a budget, but never one whose candidate failed: that result is the agent's and it stands.
+//
+// `(run_atom)` starts the run and is answered with the number of episodes once all have ended;
+// `(status_atom)` answers progress at any time. Per-episode results are appended to a
+// rollout_results shared with the caller (read after the run's answer), and every message of
+// every episode goes to the recorder.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+
+#include "actors/episode.hpp"
+#include "actors/episode_workdir.hpp"
+
+namespace cuda_agent {
+
+using run_atom = caf::atom_constant<caf::atom("run")>;
+// (status_atom) -> (done, running, queued, retried, reward -1, reward 1, reward 2, reward 3)
+using status_atom = caf::atom_constant<caf::atom("status")>;
+
+struct episode_summary {
+  std::string episode_id;
+  task_spec task;
+  int32_t attempts = 1;
+  episode_ended ended;
+  reward_record verdict;
+};
+
+struct rollout_results {
+  std::mutex mutex;
+  std::vector<episode_summary> episodes;
+};
+
+struct rollout_plan {
+  std::string run_id;
+  std::vector<task_spec> tasks;  // episode i works on tasks[i % tasks.size()]
+  int32_t episodes = 1;
+  int32_t concurrency = 1;
+  int32_t retries = 2;
+  std::filesystem::path episodes_dir;
+  workdir_sources sources;
+  episode_config base;  // policy name, device, budgets, prompt; ids and paths are filled per episode
+};
+
+struct rollout_services {
+  caf::actor policy;
+  caf::actor compiler;
+  caf::actor gpu;
+  caf::actor recorder;
+  // This episode's tools (an actor answering tool_request), started before the episode and
+  // stopped after it.
+  std::function<caf::actor(const episode_config&)> make_tools;
+};
+
+caf::actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,
+                                 rollout_services services,
+                                 std::shared_ptr<rollout_results> results);
+
+}  // namespace cuda_agent

@@ -1,0 +1,30 @@
+// The command line that runs one compiler process inside the build's limits.
+//
+// Every process gets an address-space and a file-size limit (prlimit). With bubblewrap it also
+// gets no network and no other namespaces shared with the host, /usr and the toolchain
+// read-only, a private /tmp, and one writable directory: the build's work dir. It dies with its
+// parent, and killing the process group we start kills the sandbox's whole PID namespace.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cuda_agent::build {
+
+struct sandbox_spec {
+  bool bubblewrap = true;
+  std::filesystem::path bwrap;                       // resolved program, when bubblewrap
+  std::vector<std::filesystem::path> read_only;      // toolchain roots beyond /usr
+  std::filesystem::path writable;                    // the build's work dir
+  std::filesystem::path cwd;                         // where the compiler runs
+  std::vector<std::filesystem::path> path_dirs;      // PATH inside the sandbox
+  int64_t memory_bytes = 0;
+  int64_t file_bytes = 0;
+};
+
+std::vector<std::string> sandboxed_command(const sandbox_spec& spec,
+                                           const std::vector<std::string>& argv);
+
+}  // namespace cuda_agent::build

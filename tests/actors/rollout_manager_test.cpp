@@ -1,0 +1,113 @@
+// The rollout manager's own logic with scripted peers: the concurrency bound, retries of
+// infrastructure failures only, and the retry budget. Episode directories are real.
+#include "tests/actors/scripted_peers.hpp"
+
+#include "actors/rollout_manager.hpp"
+
+namespace cuda_agent {
+namespace {
+
+using namespace scripted;
+
+// A policy that answers "done" from a thread of its own per request (so requests overlap as
+// they do against a real server), counts the episodes waiting on it at once, and answers an
+// error, as a dead server would, to episode ids that contain `fail_marker`.
+caf::behavior counting_policy(caf::event_based_actor* self, std::shared_ptr<std::atomic<int>> inside,
+                              std::shared_ptr<std::atomic<int>> most, std::string fail_marker) {
+  return {[=](const policy_request& request) -> caf::result<policy_response> {
+    auto promise = self->make_response_promise<policy_response>();
+    std::thread([=]() mutable {
+      const int now = ++*inside;
+      int seen = most->load();
+      while (now > seen && !most->compare_exchange_weak(seen, now)) {}
+      std::this_thread::sleep_for(30ms);
+      --*inside;
+      if (!fail_marker.empty() && request.episode_id.find(fail_marker) != std::string::npos) {
+        promise.deliver(caf::make_error(caf::sec::runtime_error, "model server connection refused"));
+        return;
+      }
+      policy_response r = done();
+      r.episode_id = request.episode_id;
+      r.turn = request.turn;
+      promise.deliver(r);
+    }).detach();
+    return promise;
+  }};
+}
+
+struct rollout_fixture : peers_fixture {
+  std::shared_ptr<std::atomic<int>> inside = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> most = std::make_shared<std::atomic<int>>(0);
+  std::atomic<int> tools_started{0};
+
+  std::vector<episode_summary> run_rollout(int episodes, int concurrency, int retries,
+                                           std::string fail_marker = {}) {
+    auto policy = system->spawn(counting_policy, inside, most, fail_marker);
+    rollout_plan plan;
+    plan.run_id = "r1";
+    plan.tasks = {config().task};
+    plan.tasks.push_back(plan.tasks[0]);
+    plan.tasks[1].id = "smoke-mul";
+    plan.episodes = episodes;
+    plan.concurrency = concurrency;
+    plan.retries = retries;
+    plan.episodes_dir = dir.path() / "episodes";
+    plan.base = config();
+    auto results = std::make_shared<rollout_results>();
+    rollout_services services{policy, compiler, gpu, recorder, [this](const episode_config& c) {
+                                ++tools_started;
+                                EXPECT_TRUE(std::filesystem::exists(c.workdir / "model.py"));
+                                // Each episode gets its own; the manager stops it afterwards.
+                                return system->spawn([](caf::event_based_actor*) -> caf::behavior {
+                                  return {[](const tool_request& r) {
+                                    return tool_result{r.episode_id, r.call.call_id, r.call.tool,
+                                                       "ok", 0, false, false, 1};
+                                  }};
+                                });
+                              }};
+    auto manager = spawn_rollout_manager(*system, plan, services, results);
+    caf::scoped_actor self{*system};
+    int32_t count = -1;
+    self->request(manager, 60s, run_atom::value)
+        .receive([&](int32_t n) { count = n; }, [](caf::error& e) { FAIL() << caf::to_string(e); });
+    EXPECT_EQ(count, episodes);
+    self->send_exit(manager, caf::exit_reason::user_shutdown);
+    self->send_exit(policy, caf::exit_reason::user_shutdown);
+    std::lock_guard<std::mutex> lock{results->mutex};
+    return results->episodes;
+  }
+};
+
+TEST_F(rollout_fixture, runs_every_episode_with_at_most_k_at_once) {
+  const auto results = run_rollout(6, 2, 0);
+  ASSERT_EQ(results.size(), 6u);
+  EXPECT_EQ(most->load(), 2);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.ended.reason, termination::agent_done) << r.episode_id;
+    EXPECT_EQ(r.verdict.reward, 3);
+    EXPECT_EQ(r.attempts, 1);
+  }
+  EXPECT_EQ(results[0].task.id == "smoke-add" || results[0].task.id == "smoke-mul", true);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "episodes" / "r1-0005" / "task" / "model.py"));
+}
+
+TEST_F(rollout_fixture, retries_infrastructure_failures_but_never_a_candidate_failure) {
+  build_ok = false;  // every candidate fails to build: reward -1, an agent's result
+  const auto results = run_rollout(3, 3, 2, "r1-0001");
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) {
+    if (r.episode_id.rfind("r1-0001", 0) == 0) {
+      // The dead server is infrastructure: retried until the budget is spent, then reported.
+      EXPECT_EQ(r.attempts, 3);
+      EXPECT_EQ(r.ended.reason, termination::infrastructure_failure);
+      EXPECT_EQ(r.episode_id, "r1-0001-retry2");
+    } else {
+      EXPECT_EQ(r.attempts, 1) << "a candidate's failure must not be retried";
+      EXPECT_EQ(r.verdict.reward, -1);
+      EXPECT_EQ(r.ended.reason, termination::agent_done);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuda_agent

@@ -1,0 +1,255 @@
+// `cuda-agent build DIR` builds a solution into the module `cuda_extension` (kernels/build/), and
+// `cuda-agent bench build DIR` measures that build against torch.utils.cpp_extension.load.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "actors/process/subprocess.hpp"
+#include "kernels/build/build.hpp"
+#include "kernels/build/toolchain.hpp"
+#include "tools/cli/commands.hpp"
+
+namespace cuda_agent::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct build_options {
+  std::string solution;
+  std::string device = "cpu";
+  std::string arch;
+  bool json = false;
+  bool skip_reference = false;
+};
+
+void add_solution_options(CLI::App& command, build_options& options) {
+  command.add_option("solution", options.solution, "Solution directory (kernels/*.cpp|cu, ...)")
+      ->required()
+      ->type_name("DIR");
+  command.add_option("--device", options.device, "Build for cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  command.add_option("--arch", options.arch, "CUDA architecture, e.g. sm_90 (default: the GPU's)");
+}
+
+build::build_request make_request(const build_options& options) {
+  if (!fs::is_directory(options.solution))
+    throw usage_error(fmt::format("solution directory {} does not exist", options.solution));
+  if (!fs::is_directory(fs::path(options.solution) / "kernels"))
+    throw usage_error(fmt::format(
+        "{} has no kernels/ directory (a solution holds kernels/*.cpp or kernels/*.cu)",
+        options.solution));
+  build::build_request request;
+  request.solution_dir = options.solution;
+  request.device = options.device;
+  request.arch = options.arch;
+  return request;
+}
+
+nlohmann::json to_json(const build::build_result& r) {
+  return {{"ok", r.ok},
+          {"module_path", r.module_path.string()},
+          {"diagnostics", r.diagnostics},
+          {"log_path", r.log_path.string()},
+          {"cache_hit", r.cache_hit},
+          {"timed_out", r.timed_out},
+          {"duration_ms", r.duration_ms},
+          {"compiled_files", r.compiled_files},
+          {"cached_objects", r.cached_objects},
+          {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)}};
+}
+
+int run_build(const invocation& inv, const build_options& options) {
+  const auto settings = build::build_settings::from(inv.config);
+  const auto result = build::build_solution(settings, make_request(options));
+  if (options.json) {
+    std::cout << to_json(result).dump() << "\n";
+    return 0;
+  }
+  if (!result.error.empty()) throw std::runtime_error(result.error);
+  if (!result.ok) {
+    std::cout << result.diagnostics;
+    spdlog::error("build failed in {:.0f} ms; full log: {}", result.duration_ms,
+                  result.log_path.string());
+    return 1;
+  }
+  std::cout << result.module_path.string() << "\n";
+  spdlog::info("built in {:.0f} ms ({}; {} files compiled, {} objects from the cache)",
+               result.duration_ms, result.cache_hit ? "cache hit" : "cache miss",
+               result.compiled_files, result.cached_objects);
+  return 0;
+}
+
+// --- bench build --------------------------------------------------------------------------------
+
+// A copy of the solution whose sources the cache has never seen: a comment with a fresh nonce
+// at the end of every source and header changes every digest, not the code.
+fs::path unseen_copy(const fs::path& solution, const fs::path& into) {
+  const std::string nonce = fmt::format("{}-{}", ::getpid(),
+                                        std::chrono::steady_clock::now().time_since_epoch().count());
+  fs::copy(solution, into, fs::copy_options::recursive);
+  for (const auto& entry : fs::recursive_directory_iterator(into / "kernels")) {
+    if (!entry.is_regular_file()) continue;
+    std::ofstream(entry.path(), std::ios::app) << "\n// bench nonce " << nonce << "\n";
+  }
+  return into;
+}
+
+double seconds_of(const build::build_result& r) { return r.duration_ms / 1000.0; }
+
+build::build_result checked_build(const build::build_settings& settings,
+                                  const build::build_request& request, const char* what) {
+  auto result = build::build_solution(settings, request);
+  if (!result.error.empty()) throw std::runtime_error(fmt::format("{} build: {}", what, result.error));
+  if (!result.ok)
+    throw std::runtime_error(fmt::format("{} build failed (log {}):\n{}", what,
+                                         result.log_path.string(), result.diagnostics));
+  return result;
+}
+
+// The reference path: what CUDA Agent's workdir does on every attempt, with a fresh build dir.
+constexpr const char* kReferenceScript = R"py(
+import glob, os, sys, time
+import torch
+from torch.utils.cpp_extension import load
+solution, build_dir, device = sys.argv[1], sys.argv[2], sys.argv[3]
+sources = [os.path.join(solution, "binding.cpp")] + sorted(
+    glob.glob(os.path.join(solution, "kernels", "*.cpp")) + glob.glob(os.path.join(solution, "kernels", "*.cu")))
+cuda = device == "cuda"
+start = time.perf_counter()
+module = load(name="cuda_extension", sources=sources, build_directory=build_dir,
+              extra_include_paths=[solution], extra_cflags=["-O3"] + ([] if cuda else ["-fopenmp"]),
+              extra_cuda_cflags=["-O3"], extra_ldflags=["-lcublas"] if cuda else ["-fopenmp"],
+              verbose=False)
+print("reference_s=%.3f" % (time.perf_counter() - start))
+)py";
+
+double run_reference(const std::string& python, const fs::path& solution, const fs::path& build_dir,
+                     const std::string& device, const std::string& arch, int jobs) {
+  fs::create_directories(build_dir);
+  subprocess_options options;
+  options.timeout = std::chrono::minutes{30};
+  if (jobs > 0) options.extra_env["MAX_JOBS"] = std::to_string(jobs);
+  // The architecture torch would detect on this GPU ("sm_90" -> "9.0"), also where none is seen.
+  if (device == "cuda") {
+    const std::string digits = arch.substr(3);
+    options.extra_env["TORCH_CUDA_ARCH_LIST"] =
+        digits.substr(0, digits.size() - 1) + "." + digits.substr(digits.size() - 1);
+  }
+  const auto result = run_subprocess(
+      {python, "-c", kReferenceScript, solution.string(), build_dir.string(), device}, options);
+  const auto at = result.out.find("reference_s=");
+  if (!result.ok() || at == std::string::npos)
+    throw std::runtime_error("reference build (torch.utils.cpp_extension.load) failed: " +
+                             result.describe() + "\n" + result.err.substr(0, 4000));
+  return std::stod(result.out.substr(at + 12));
+}
+
+// Imports the module in the harness python and lists its functions: proof the build is real.
+std::string import_check(const std::string& python, const fs::path& module_path) {
+  subprocess_options options;
+  options.timeout = std::chrono::minutes{2};
+  const auto result = run_subprocess(
+      {python, "-c",
+       "import sys, torch; sys.path.insert(0, sys.argv[1]); import cuda_extension as m; "
+       "print(','.join(sorted(n for n in dir(m) if not n.startswith('_'))))",
+       module_path.parent_path().string()},
+      options);
+  if (!result.ok())
+    throw std::runtime_error("the built module does not import: " + result.err.substr(0, 2000));
+  std::string names = result.out;
+  while (!names.empty() && names.back() == '\n') names.pop_back();
+  return names;
+}
+
+int run_bench_build(const invocation& inv, const build_options& options) {
+  auto settings = build::build_settings::from(inv.config);
+  auto request = make_request(options);
+  if (request.device == "cuda" && request.arch.empty()) request.arch = build::detect_gpu_arch();
+  const fs::path scratch =
+      fs::temp_directory_path() / fmt::format("cuda-agent-bench-build-{}", ::getpid());
+  fs::remove_all(scratch);
+  fs::create_directories(scratch);
+  struct remover {
+    fs::path path;
+    ~remover() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } remove_scratch{scratch};
+  settings.cache_dir = scratch / "cache";  // empty: nothing of this toolchain is cached yet
+
+  std::cout << fmt::format("solution: {} (device {}{}), jobs {}, sandbox {}\n", options.solution,
+                           options.device, request.arch.empty() ? "" : " " + request.arch,
+                           settings.jobs, settings.sandbox);
+  request.solution_dir = unseen_copy(options.solution, scratch / "first");
+  const auto first = checked_build(settings, request, "first");
+  request.solution_dir = unseen_copy(options.solution, scratch / "cold");
+  const auto cold = checked_build(settings, request, "cold");
+  const auto warm = checked_build(settings, request, "warm");
+  if (!warm.cache_hit) throw std::runtime_error("the unchanged rebuild was not a cache hit");
+  const std::string functions = import_check(settings.python, cold.module_path);
+
+  std::cout << fmt::format(
+      "first build   {:8.2f} s  empty cache: per-toolchain objects (binding.cpp) built too; "
+      "{} files compiled\n",
+      seconds_of(first), first.compiled_files);
+  std::cout << fmt::format(
+      "cold build    {:8.2f} s  solution never seen; per-toolchain objects cached; "
+      "{} files compiled, {} cached\n",
+      seconds_of(cold), cold.compiled_files, cold.cached_objects);
+  std::cout << fmt::format(
+      "warm build    {:8.4f} s  unchanged inputs: cache hit (in-process, toolchain already probed)\n",
+      seconds_of(warm));
+  std::cout << fmt::format("module imports; functions: {}\n", functions);
+  if (options.skip_reference) return 0;
+
+  // The reference compiles the same files, with the system's binding.cpp beside them.
+  const fs::path reference_src = unseen_copy(options.solution, scratch / "reference");
+  std::ofstream(reference_src / "binding.cpp", std::ios::trunc) << build::template_binding_cpp();
+  std::ofstream(reference_src / "binding_registry.h", std::ios::trunc)
+      << build::template_binding_registry_h();
+  const double reference =
+      run_reference(settings.python, reference_src, scratch / "reference-build", options.device,
+                    request.arch, settings.jobs);
+  std::cout << fmt::format(
+      "reference     {:8.2f} s  torch.utils.cpp_extension.load, fresh build dir (ninja{})\n",
+      reference, settings.jobs > 0 ? fmt::format(", MAX_JOBS={}", settings.jobs) : "");
+  std::cout << fmt::format("ratio         reference/cold {:.1f}x, reference/first {:.1f}x, "
+                           "reference/warm {:.0f}x\n",
+                           reference / seconds_of(cold), reference / seconds_of(first),
+                           reference / seconds_of(warm));
+  return 0;
+}
+
+}  // namespace
+
+void add_build_command(CLI::App& app, invocation& inv) {
+  auto options = std::make_shared<build_options>();
+  auto* command = app.add_subcommand(
+      "build", "Build a solution directory into the module cuda_extension; prints its path");
+  add_solution_options(*command, *options);
+  command->add_flag("--json", options->json, "Print the build result as one JSON line");
+  command->callback([&inv, options] { inv.action = [&inv, options] { return run_build(inv, *options); }; });
+}
+
+void add_bench_build_command(CLI::App& bench, invocation& inv) {
+  auto options = std::make_shared<build_options>();
+  auto* command = bench.add_subcommand(
+      "build", "Cold, warm and reference (torch.utils.cpp_extension.load) builds of one solution");
+  add_solution_options(*command, *options);
+  command->add_flag("--skip-reference", options->skip_reference,
+                    "Leave out the reference build (it takes a minute or more)");
+  command->callback(
+      [&inv, options] { inv.action = [&inv, options] { return run_bench_build(inv, *options); }; });
+}
+
+}  // namespace cuda_agent::cli
