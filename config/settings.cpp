@@ -143,6 +143,11 @@ const std::vector<setting_spec>& settings::schema() {
        "Intra-op threads of torch in the worker and the candidate's child on CPU (0: torch's default)."},
       {"harness.compile_mode", T::choice, "default", {"default", "reduce-overhead", "max-autotune"}, 0, 0,
        "torch.compile mode of the compiled baseline."},
+      {"corpus.dir", T::string, "", {}, 0, 0,
+       "The corpus/ folder (task sets, demonstrations, the cuda_agent_corpus package); empty "
+       "means the source tree the binary was built from."},
+      {"corpus.timeout_s", T::integer, "86400", {}, 1, int64_t{30} * 86400,
+       "Longest a `cuda-agent corpus` validate, import or synth run may take before it is killed."},
       {"episode.max_turns", T::integer, "200", {}, 1, 100000,
        "Policy turns an episode may take before it ends with turn_budget (the paper: 150 in "
        "training, 200 in evaluation)."},

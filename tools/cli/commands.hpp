@@ -29,6 +29,7 @@ void add_log_command(CLI::App& app, invocation& inv);      // log_command.cpp
 void add_policy_command(CLI::App& app, invocation& inv);   // policy_command.cpp
 void add_bench_log_command(CLI::App& bench, invocation& inv);  // bench_log_command.cpp
 void add_check_command(CLI::App& app, invocation& inv);    // check_command.cpp
+void add_corpus_command(CLI::App& app, invocation& inv);   // corpus_command.cpp
 void add_build_command(CLI::App& app, invocation& inv);     // build_command.cpp
 void add_bench_build_command(CLI::App& bench, invocation& inv);  // build_command.cpp
 void add_rollout_command(CLI::App& app, invocation& inv);   // rollout_command.cpp

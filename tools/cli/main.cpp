@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   cli::add_doctor_command(app, inv);
   cli::add_log_command(app, inv);
   cli::add_check_command(app, inv);
+  cli::add_corpus_command(app, inv);
   cli::add_build_command(app, inv);
   cli::add_policy_command(app, inv);
   cli::add_rollout_command(app, inv);

@@ -2,9 +2,11 @@
 // from the log; the replayed episode must send exactly the recorded messages); with --live the
 // policy's answers come from the log while tools, builds and GPU jobs run again for real in a
 // fresh directory, and every message whose content differs is counted.
+#include <ctime>
 #include <iostream>
 
 #include <caf/all.hpp>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "actors/message_log/reader.hpp"
@@ -58,8 +60,9 @@ int run_replay(const settings& config, const replay_options& o) {
   int diverged = 0;
   {
     node_services node;
+    const std::time_t now = std::time(nullptr);
     const auto replay_dir = std::filesystem::path{config.get_string("rollout.runs_dir")} /
-                            fmt::format("replay-{:%Y%m%d-%H%M%S}", fmt::localtime(std::time(nullptr)));
+                            fmt::format("replay-{:%Y%m%d-%H%M%S}", *std::localtime(&now));
     for (const auto& id : episodes) {
       const auto records = episode_records(log.records, id);
       replay_report report;

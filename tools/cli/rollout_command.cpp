@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <ctime>
 #include <iostream>
 #include <map>
 
 #include <caf/all.hpp>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
 #include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
@@ -78,8 +81,9 @@ int run_rollout(const settings& config, const rollout_options& o) {
   const auto set_dir = corpus::resolve_set(std::filesystem::path{CUDA_AGENT_SOURCE_DIR} / "corpus", o.corpus);
   auto tasks = corpus::load_task_set(set_dir);
   if (tasks.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
+  const std::time_t now = std::time(nullptr);
   const auto run_id = o.run_id.empty()
-                          ? fmt::format("r{:%Y%m%d-%H%M%S}", fmt::localtime(std::time(nullptr)))
+                          ? fmt::format("r{:%Y%m%d-%H%M%S}", *std::localtime(&now))
                           : o.run_id;
   const std::filesystem::path log_dir = o.log_dir.empty() ? config.get_string("log.dir") : o.log_dir;
 

@@ -1,0 +1,34 @@
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include "../binding_registry.h"
+
+// Inputs must be contiguous float32 CUDA tensors; outputs are allocated here, computed by the
+// kernels on the current stream.
+static void check_input(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+  TORCH_CHECK(t.scalar_type() == torch::kFloat, name, " must be float32");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+static void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  TORCH_CHECK(err == cudaSuccess, what, " launch failed: ", cudaGetErrorString(err));
+}
+
+extern "C" void add_relu_run(const float* x, const float* y, float* out, long n, cudaStream_t stream);
+
+static torch::Tensor add_relu_forward(torch::Tensor x, torch::Tensor y) {
+  check_input(x, "x");
+  check_input(y, "y");
+  TORCH_CHECK(x.sizes() == y.sizes(), "x and y must have the same shape");
+  auto out = torch::empty_like(x);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  add_relu_run(x.data_ptr<float>(), y.data_ptr<float>(), out.data_ptr<float>(), x.numel(), stream);
+  check_launch(__func__);
+  return out;
+}
+
+static void register_add_relu(pybind11::module& m) { m.def("add_relu_forward", &add_relu_forward); }
+REGISTER_BINDING(add_relu, register_add_relu)

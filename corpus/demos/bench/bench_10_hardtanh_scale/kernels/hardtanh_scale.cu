@@ -1,0 +1,21 @@
+#include <cuda_runtime.h>
+
+namespace {
+inline unsigned blocks_for(long n) {
+  const long b = (n + 255) / 256;
+  return (unsigned)(b < 65535L * 16 ? b : 65535L * 16);
+}
+}  // namespace
+
+// Clamp to [-1, 1], then times 3.
+__global__ void hardtanh_scale_kernel(const float* __restrict__ x, float* __restrict__ y, long n) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
+    const float v = x[i];
+    y[i] = 3.0f * fminf(fmaxf(v, -1.0f), 1.0f);
+  }
+}
+
+extern "C" void hardtanh_scale_run(const float* x, float* y, long n, cudaStream_t stream) {
+  hardtanh_scale_kernel<<<blocks_for(n), 256, 0, stream>>>(x, y, n);
+}

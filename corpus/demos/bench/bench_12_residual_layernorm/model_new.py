@@ -1,0 +1,14 @@
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.norm = nn.LayerNorm(features)
+
+    def forward(self, x, residual):
+        return cuda_extension.residual_layernorm_forward(x, residual, self.norm.weight,
+                                                         self.norm.bias, self.norm.eps)

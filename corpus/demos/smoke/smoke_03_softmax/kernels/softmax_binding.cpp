@@ -1,0 +1,23 @@
+#include <torch/extension.h>
+
+#include "../binding_registry.h"
+
+// Inputs must be contiguous float32 CPU tensors; outputs are allocated here, computed in C++.
+static void check_input(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+  TORCH_CHECK(t.scalar_type() == torch::kFloat, name, " must be float32");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+extern "C" void softmax_run(const float* x, float* y, long rows, long cols);
+
+static torch::Tensor softmax_forward(torch::Tensor x) {
+  check_input(x, "x");
+  TORCH_CHECK(x.dim() == 2, "x must be 2-D");
+  auto y = torch::empty_like(x);
+  softmax_run(x.data_ptr<float>(), y.data_ptr<float>(), x.size(0), x.size(1));
+  return y;
+}
+
+static void register_softmax(pybind11::module& m) { m.def("softmax_forward", &softmax_forward); }
+REGISTER_BINDING(softmax, register_softmax)

@@ -1,0 +1,34 @@
+#include <cmath>
+
+static void gemm(const float* a, const float* b, const float* bias, float* c, long m, long n,
+                 long k, int b_transposed) {
+  for (long i = 0; i < m; ++i) {
+    float* crow = c + i * n;
+    for (long j = 0; j < n; ++j) crow[j] = bias ? bias[j] : 0.0f;
+    const float* arow = a + i * k;
+    if (b_transposed) {
+      for (long j = 0; j < n; ++j) {
+        const float* bcol = b + j * k;
+        float acc = 0.0f;
+        for (long p = 0; p < k; ++p) acc += arow[p] * bcol[p];
+        crow[j] += acc;
+      }
+    } else {
+      for (long p = 0; p < k; ++p) {
+        const float av = arow[p];
+        const float* brow = b + p * n;
+        for (long j = 0; j < n; ++j) crow[j] += av * brow[j];
+      }
+    }
+  }
+}
+
+// Linear layer then GELU (erf form).
+extern "C" void linear_gelu_run(const float* x, const float* w, const float* b, float* y, long m,
+                           long n, long k) {
+  gemm(x, w, b, y, m, n, k, 1);
+  for (long i = 0; i < m * n; ++i) {
+    const float v = y[i];
+    y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  }
+}

@@ -1,0 +1,27 @@
+#include <torch/extension.h>
+
+#include "../binding_registry.h"
+
+// Inputs must be contiguous float32 CPU tensors; outputs are allocated here, computed in C++.
+static void check_input(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+  TORCH_CHECK(t.scalar_type() == torch::kFloat, name, " must be float32");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+extern "C" void linear_gelu_run(const float* x, const float* w, const float* b, float* y, long m,
+                           long n, long k);
+
+static torch::Tensor linear_gelu_forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
+  check_input(x, "x");
+  check_input(weight, "weight");
+  check_input(bias, "bias");
+  TORCH_CHECK(x.dim() == 2 && weight.size(1) == x.size(1), "x must be (batch, in_features)");
+  auto y = torch::empty({x.size(0), weight.size(0)}, x.options());
+  linear_gelu_run(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(),
+             y.data_ptr<float>(), x.size(0), weight.size(0), x.size(1));
+  return y;
+}
+
+static void register_linear_gelu(pybind11::module& m) { m.def("linear_gelu_forward", &linear_gelu_forward); }
+REGISTER_BINDING(linear_gelu, register_linear_gelu)

@@ -1,0 +1,29 @@
+#include <torch/extension.h>
+
+#include "../binding_registry.h"
+
+// Inputs must be contiguous float32 CPU tensors; outputs are allocated here, computed in C++.
+static void check_input(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device().is_cpu(), name, " must be a CPU tensor");
+  TORCH_CHECK(t.scalar_type() == torch::kFloat, name, " must be float32");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+extern "C" void matmul_sigmoid_sum_run(const float* a, const float* b, float* scratch, float* y,
+                                       long m, long n, long k);
+
+static torch::Tensor matmul_sigmoid_sum_forward(torch::Tensor a, torch::Tensor b) {
+  check_input(a, "a");
+  check_input(b, "b");
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "need (M, K) @ (K, N)");
+  auto scratch = torch::empty({a.size(0), b.size(1)}, a.options());  // the product
+  auto y = torch::empty({a.size(0)}, a.options());
+  matmul_sigmoid_sum_run(a.data_ptr<float>(), b.data_ptr<float>(), scratch.data_ptr<float>(),
+                         y.data_ptr<float>(), a.size(0), b.size(1), a.size(1));
+  return y;
+}
+
+static void register_matmul_sigmoid_sum(pybind11::module& m) {
+  m.def("matmul_sigmoid_sum_forward", &matmul_sigmoid_sum_forward);
+}
+REGISTER_BINDING(matmul_sigmoid_sum, register_matmul_sigmoid_sum)
