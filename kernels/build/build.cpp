@@ -122,6 +122,8 @@ solution_files collect_solution(const fs::path& dir) {
   };
 
   const fs::path kernels = dir / "kernels";
+  if (fs::is_symlink(kernels))
+    throw candidate_error("kernels/ is a symbolic link; make it a directory of its own");
   if (!fs::is_directory(kernels)) throw candidate_error("the solution has no kernels/ directory");
   // Regular files only: a symbolic link could point anywhere on the host.
   for (fs::recursive_directory_iterator it(kernels, fs::directory_options::none), end; it != end;
@@ -208,6 +210,15 @@ struct command_builder {
     }
     for (const auto& f : defines()) argv.push_back(f);
     for (const auto& f : includes(slim)) argv.push_back(f);
+    return argv;
+  }
+
+  // A precompiled slim header with exactly the binding files' flags: GCC takes it for every
+  // binding file and silently ignores it where the flags differ (kernels at -O3).
+  std::vector<std::string> precompiled_header(const std::string& header, const std::string& out) const {
+    auto argv = compile(header, source_kind::binding_cpp, out, true);
+    argv[1] = "-x";
+    argv.insert(argv.begin() + 2, "c++-header");
     return argv;
   }
 
@@ -555,6 +566,38 @@ build_result build_solution(const build_settings& settings, const build_request&
     return finish();
   }
   compiler_runner runner(settings, sandbox, deadline, log);
+
+  // The precompiled slim header, built once per toolchain and flags (the first build pays for
+  // it), before the binding files that use it. Should it fail, they compile without it.
+  const std::string slim_header = std::string(kSlimDir) + "/torch/extension.h";
+  const auto pch_argv = commands.precompiled_header(slim_header, slim_header + ".gch");
+  sha256 pch_digest;
+  pch_digest.field("pch v1").field(tc->fingerprint).field(settings.sandbox).field(
+      slim_torch_extension_h());
+  for (const auto& word : pch_argv) pch_digest.field(word);
+  const fs::path pch_path = cache / "pch" / (pch_digest.hex() + ".gch");
+  const bool bindings_pending = std::any_of(pending.begin(), pending.end(), [](const compile_unit* u) {
+    return u->kind == source_kind::binding_cpp;
+  });
+  if (bindings_pending) {
+    try {
+      if (!fs::exists(pch_path)) {
+        const auto built = runner.run(pch_argv);
+        if (built.ok()) {
+          fs::create_directories(pch_path.parent_path());
+          publish(stage / (slim_header + ".gch"), pch_path);
+        } else {
+          log.note("# the precompiled slim header did not build (" + built.describe() +
+                   "); compiling without it");
+        }
+      }
+      if (fs::exists(pch_path)) place(pch_path, stage / (slim_header + ".gch"));
+    } catch (const std::exception& e) {
+      cleanup();
+      result.error = std::string("cannot build the precompiled header: ") + e.what();
+      return finish();
+    }
+  }
 
   // Independent files compile in parallel; after the first failure no new one starts.
   std::vector<unit_outcome> outcomes(pending.size());

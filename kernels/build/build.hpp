@@ -5,8 +5,8 @@
 // headers, its flags and the toolchain, so the system's binding.cpp is compiled once per
 // toolchain and an unchanged kernel is never compiled twice; a module whose inputs did not
 // change is found by its digest without compiling anything. Independent files compile in
-// parallel; binding files get a slim <torch/extension.h> and -O0 (kernels keep -O3); CUDA
-// code is generated for the one architecture of the GPU at hand.
+// parallel; binding files get a slim <torch/extension.h>, precompiled once per toolchain, and
+// -O0 (kernels keep -O3); CUDA code is generated for the one architecture of the GPU at hand.
 //
 // What makes it safe: the solution's files are copied into a staging directory (with the
 // system's binding.cpp and binding_registry.h over whatever the solution holds under those

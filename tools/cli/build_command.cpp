@@ -199,7 +199,8 @@ int run_bench_build(const invocation& inv, const build_options& options) {
   const std::string functions = import_check(settings.python, cold.module_path);
 
   std::cout << fmt::format(
-      "first build   {:8.2f} s  empty cache: per-toolchain objects (binding.cpp) built too; "
+      "first build   {:8.2f} s  empty cache: per-toolchain artifacts (precompiled slim header, "
+      "binding.cpp) built too; "
       "{} files compiled\n",
       seconds_of(first), first.compiled_files);
   std::cout << fmt::format(
