@@ -378,6 +378,7 @@ caf::behavior episode(episode_actor* self, episode_config config, episode_peers 
                                c.wall_clock.count(), c.workdir.string(), c.task_path.string(),
                                c.arch});
         st.request.episode_id = c.episode_id;
+        st.request.task_id = c.task.id;
         st.request.tools = agent_tool_names();
         st.request.max_tokens = c.max_tokens_per_turn;
         st.request.temperature = c.temperature;
