@@ -314,7 +314,7 @@ def main():
     handlers = {"load": runner.load, "verify": runner.verify, "time": runner.time}
     while True:
         try:
-            req = framing.read_frame(cmd_fd)
+            req = framing.read_frame(cmd_fd, wide=True)
         except framing.ChannelClosed:
             return 0
         op = req.get("op")
@@ -330,7 +330,7 @@ def main():
             sys.stderr.write(tb)
             reply.update(ok=False, error=f"{type(e).__name__}: {str(e)[:400]}")
         reply["violations"] = runner.violations.found
-        framing.write_frame(reply_fd, reply)
+        framing.write_frame(reply_fd, reply, wide=True)
 
 
 if __name__ == "__main__":

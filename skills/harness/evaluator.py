@@ -78,7 +78,7 @@ class CandidateProcess:
 
     def request(self, msg, deadline):
         try:
-            framing.write_frame(self.cmd_w, msg)
+            framing.write_frame(self.cmd_w, msg, wide=True)
         except OSError:
             raise CandidateFailure(self._death("before the request"))
         remaining = deadline - time.monotonic()
@@ -87,7 +87,7 @@ class CandidateProcess:
             self.kill()
             raise CandidateFailure(f"timed out: the candidate did not finish {msg['op']} within its time limit")
         try:
-            reply = framing.read_frame(self.reply_r)
+            reply = framing.read_frame(self.reply_r, wide=True)
         except (framing.ChannelClosed, ValueError, Exception) as e:
             if isinstance(e, framing.ChannelClosed):
                 raise CandidateFailure(self._death(f"during {msg['op']}"))
@@ -115,7 +115,7 @@ class CandidateProcess:
     def close(self):
         if self.proc.poll() is None:
             try:
-                framing.write_frame(self.cmd_w, {"op": "exit"})
+                framing.write_frame(self.cmd_w, {"op": "exit"}, wide=True)
                 self.proc.wait(timeout=5)
             except Exception:
                 pass

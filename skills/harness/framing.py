@@ -1,10 +1,15 @@
-"""msgpack maps framed by a 4-byte big-endian length, over raw file descriptors."""
+"""msgpack maps framed by a big-endian length, over raw file descriptors.
+
+The worker's protocol with the C++ side uses a 4-byte length. The channel between the worker and a
+candidate's child carries whole input and output tensors, which on the large tasks of a GPU set
+exceed 4 GiB together, so it uses an 8-byte length (wide=True)."""
 import os
 import struct
 
 import msgpack
 
 MAX_FRAME = 1 << 31
+MAX_WIDE_FRAME = 1 << 40
 
 
 class ChannelClosed(EOFError):
@@ -22,16 +27,17 @@ def _read_exactly(fd, n):
     return b"".join(chunks)
 
 
-def read_frame(fd):
-    (length,) = struct.unpack(">I", _read_exactly(fd, 4))
-    if length > MAX_FRAME:
+def read_frame(fd, wide=False):
+    fmt, size, limit = (">Q", 8, MAX_WIDE_FRAME) if wide else (">I", 4, MAX_FRAME)
+    (length,) = struct.unpack(fmt, _read_exactly(fd, size))
+    if length > limit:
         raise ValueError(f"frame of {length} bytes is over the limit")
     return msgpack.unpackb(_read_exactly(fd, length), raw=False, strict_map_key=False)
 
 
-def write_frame(fd, obj):
+def write_frame(fd, obj, wide=False):
     payload = msgpack.packb(obj, use_bin_type=True)
-    data = struct.pack(">I", len(payload)) + payload
+    data = struct.pack(">Q" if wide else ">I", len(payload)) + payload
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
