@@ -4,6 +4,7 @@ Runs inside the worker. The candidate runs in a child (candidate_runner.py) star
 job, with its own interpreter, resource limits and a deadline; a child that crashes, hangs or
 exhausts memory ends its job with r = -1 and a reason and leaves the worker intact.
 """
+import ctypes
 import hashlib
 import importlib.util
 import io
@@ -29,6 +30,19 @@ DEFAULTS = {
     "timeout_s": 120.0, "memory_limit_mb": 16384, "baseline_cache_dir": "", "baseline_max_age_s": 86400.0,
     "compile_mode": "default", "device": "cpu", "cpu_threads": 0,
 }
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with(parent_pid):
+    """In a child before exec: be killed when the worker dies. The child runs in a session of its
+    own, so a kill of the worker's process group does not reach it, and an orphan spinning in a
+    candidate's infinite loop would otherwise live on (holding the worker's stdout open)."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the worker died before the line above
+        os._exit(1)
 
 
 class CandidateFailure(Exception):
@@ -64,7 +78,10 @@ class CandidateProcess:
         env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads sleep, so lingering work shows
         limit = int(memory_limit_mb) << 20 if device == "cpu" and memory_limit_mb else 0
 
+        worker_pid = os.getpid()
+
         def limits():
+            die_with(worker_pid)
             if limit:  # CUDA reserves huge address ranges, so the address-space cap is CPU-only
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

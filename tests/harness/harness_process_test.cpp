@@ -5,11 +5,13 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,19 @@ struct built_candidate {
   fs::path task;
   fs::path module;
 };
+
+// Processes whose working directory is `dir` (candidate children run in their solution dir).
+int processes_in(const fs::path& dir) {
+  int count = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code link_ec;
+    if (fs::read_symlink(it->path() / "cwd", link_ec) == dir) ++count;
+  }
+  return count;
+}
 
 built_candidate build(const std::string& name) {
   const fs::path root = fs::temp_directory_path() / "cuda-agent-harness-process-test";
@@ -132,6 +147,12 @@ TEST(HarnessProcess, HungJobIsKilledAtItsDeadlineAndTheWorkerReplaced) {
   EXPECT_EQ(hung.record.reward, -1);
   EXPECT_NE(hung.record.error.find("did not answer within 30000 ms"), std::string::npos) << hung.record.error;
   EXPECT_LT(took, std::chrono::seconds{60});
+  // The looping candidate child dies with its worker; an orphan would spin on and hold the
+  // worker's output pipe open (and with it whatever reads it, CTest included).
+  const auto dir = fs::canonical(looping.solution);
+  for (int i = 0; i < 50 && processes_in(dir) > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  EXPECT_EQ(processes_in(dir), 0) << "a candidate child outlived its killed worker";
   const auto next = worker.verify(verify_of(build("honest_elementwise")));
   EXPECT_TRUE(next.correct) << next.error;
   EXPECT_EQ(worker.restarts(), 1);

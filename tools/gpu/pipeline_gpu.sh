@@ -1,32 +1,56 @@
 #!/usr/bin/env bash
-# One batch of GPU measurements on the H200 host: build and the fast tests (build_and_test.sh,
-# which also runs `bench build` on the CUDA fixture), the GPU red-team cases of the harness, a
-# few bench-set demonstrations through `cuda-agent check`, and a demonstration rollout on cuda
-# followed by its hermetic replay. Every step has its own time box; results go to $OUT_DIR.
+# GPU measurements on the H200 host, in stages that fit one device call each:
+#
+#   STAGE=build    tools/gpu/build_and_test.sh (build-gpu/, a few GPU tests; `bench build` unless BENCH_BUILD=0)
+#   STAGE=harness  the GPU red-team cases and the timing study (repeatability, do_bench agreement)
+#   STAGE=rollout  a demonstration rollout of the bench set on cuda and its hermetic replay,
+#                  then a small `corpus synth` on cuda unless SYNTH=0
+#   STAGE=all      all three (the default)
+#
+# A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
+# its own time box; results go to $OUT_DIR (default $OUT, else runs/pipeline_gpu).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT_DIR:-${OUT:-runs/pipeline_gpu}}
+stage=${STAGE:-all}
 mkdir -p "$out"
 export PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
 export PATH=/usr/local/cuda/bin:/opt/deps/usr/bin:$PATH
 export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step() { local t0=$SECONDS; "$@"; local rc=$?; echo "step '$*' rc=$rc in $((SECONDS - t0)) s" | tee -a "$out/steps.txt" >&2; }
+wants() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
 
-if [ "${SKIP_BUILD:-0}" != 1 ]; then
+if wants build; then
   OUT_DIR="$out" BUILD_DIR=build-gpu step timeout 330 bash tools/gpu/build_and_test.sh \
-    -R 'BuildTest|device_query|supervisor|pool_fixture|peers_fixture|rollout_fixture|routed'
+    -R 'BuildTest.Cuda|device_query|supervisor|pool_fixture|routed'
 fi
 bin=build-gpu/tools/cuda-agent
+[ -x "$bin" ] || { echo "no $bin: run STAGE=build first on this machine" >&2; exit 2; }
 set_args=(--set "harness.python=$PYTHON" --set harness.timed_runs=20)
+# Kernel builds sandbox compilers with bubblewrap where the host allows user namespaces.
+if ! bwrap --unshare-all --ro-bind / / --die-with-parent true 2>/dev/null; then set_args+=(--set build.sandbox=none); fi
 # The episode sandbox drops root to another user; where the host forbids that, keep root.
 if ! "$bin" bench sandbox --runs 1 >"$out/sandbox_probe.log" 2>&1; then set_args+=(--set sandbox.run_as_uid=0); fi
-step timeout 120 "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
-  > "$out/redteam_gpu.log" 2>&1
-for id in $(ls corpus/demos/bench | head -"${DEMOS:-3}"); do
-  step timeout 90 "$bin" "${set_args[@]}" check --task "corpus/tasks/bench/$id.py" \
-    --solution "corpus/demos/bench/$id" --device cuda --json >> "$out/bench_demo_checks.txt" 2>>"$out/bench_demo_checks.log"
-done
-step timeout 150 "$bin" "${set_args[@]}" rollout --corpus bench --policy demo --device cuda --episodes 2 \
-  --concurrency 2 --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
-step timeout 60 "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
+
+if wants harness; then
+  step timeout 150 "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
+    > "$out/redteam_gpu.log" 2>&1
+  step timeout 200 "$PYTHON" tools/gpu/timing_study.py --bin "$bin" "${set_args[@]}" \
+    --repeats 10 --runs 50 ${STUDY_TASKS:-bench_05_matmul bench_13_linear_relu bench_17_attention} \
+    > "$out/timing_study.txt" 2> "$out/timing_study.err"
+fi
+
+if wants rollout; then
+  # Four profiler slots share the one GPU so that twenty episodes fit the time box; their
+  # timings overlap, so speed-ups here are rough and correctness (reward >= 1) is what counts.
+  step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots=4 \
+    rollout --corpus bench --policy demo --device cuda --concurrency 4 \
+    --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
+  step timeout 90 "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
+  if [ "${SYNTH:-1}" = 1 ]; then
+    step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
+      --out "$out/synth_cuda" --count "${SYNTH_COUNT:-24}" --workers 6 --summary "$out/synth_cuda.json" \
+      > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
+  fi
+fi
 cat "$out/steps.txt"

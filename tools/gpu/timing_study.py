@@ -1,0 +1,129 @@
+"""How repeatable the harness's timings are, and whether an independent timer agrees with them.
+
+    python tools/gpu/timing_study.py --bin build-gpu/tools/cuda-agent [--repeats 10] [--runs 50]
+        [--set KEY=VALUE ...] TASK_ID...
+
+For each bench-set task: builds its demonstration with `cuda-agent build`, asks one real harness
+worker for --repeats profiles in a row (no baseline cache, so eager, torch.compile and the
+candidate are all measured each time), and reports for each the median of the per-profile
+medians and their coefficient of variation. It then times the same ModelNew and Model in this
+process with triton.testing.do_bench (its own L2 flush and CUDA events; median) and prints how
+far that lies from the harness's median. Needs a CUDA device and triton.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SKILLS = os.path.join(REPO, "skills")
+sys.path.insert(0, SKILLS)
+
+import torch  # noqa: E402
+from harness import framing  # noqa: E402
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def materialise(task_id, root):
+    """A solution directory: the demonstration's files and the task as model.py."""
+    sol = os.path.join(root, task_id)
+    shutil.copytree(os.path.join(REPO, "corpus", "demos", "bench", task_id), sol)
+    shutil.copy(os.path.join(REPO, "corpus", "tasks", "bench", task_id + ".py"), os.path.join(sol, "model.py"))
+    return sol
+
+
+def build(binary, sets, sol):
+    argv = [binary] + [a for kv in sets for a in ("--set", kv)] + ["build", sol, "--device", "cuda", "--json"]
+    result = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
+    if not result.get("ok"):
+        raise SystemExit(f"{sol}: build failed: {result.get('error') or result.get('diagnostics')}")
+    path = result["module_path"]
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+class Worker:
+    def __init__(self):
+        env = dict(os.environ, PYTHONPATH=SKILLS)
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)
+
+    def request(self, msg):
+        framing.write_frame(self.proc.stdin.fileno(), msg)
+        return framing.read_frame(self.proc.stdout.fileno())
+
+    def close(self):
+        self.request({"op": "shutdown"})
+        self.proc.wait(timeout=30)
+
+
+def do_bench_ms(sol, module_dir):
+    import triton.testing
+    sys.path.insert(0, module_dir)
+    sys.modules.pop("cuda_extension", None)
+    task = load_module("study_model", os.path.join(sol, "model.py"))
+    new = load_module("study_model_new", os.path.join(sol, "model_new.py"))
+    torch.manual_seed(0)
+    model = task.Model(*task.get_init_inputs()).cuda().eval()
+    model_new = new.ModelNew(*task.get_init_inputs()).cuda().eval()
+    model_new.load_state_dict(model.state_dict(), strict=True)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.no_grad():
+        candidate = triton.testing.do_bench(lambda: model_new(*inputs), warmup=25, rep=200, return_mode="median")
+        eager = triton.testing.do_bench(lambda: model(*inputs), warmup=25, rep=200, return_mode="median")
+    sys.path.remove(module_dir)
+    return candidate, eager
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True, help="the cuda-agent binary")
+    parser.add_argument("--set", action="append", default=[], help="a setting for `cuda-agent build`")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("tasks", nargs="+")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("timing_study: no CUDA device; run it on a GPU host")
+
+    root = tempfile.mkdtemp(prefix="timing-study-")
+    worker = Worker()
+    print(f"repeats={args.repeats} timed_runs={args.runs} warmup_runs={args.warmup} "
+          f"device={torch.cuda.get_device_name()}")
+    print(f"{'task':28s} {'what':9s} {'median ms':>10s} {'cv of medians':>14s} {'do_bench ms':>12s} {'diff':>7s}")
+    for task_id in args.tasks:
+        sol = materialise(task_id, root)
+        module_dir = build(args.bin, args.set, sol)
+        medians = {"eager": [], "compiled": [], "candidate": []}
+        for _ in range(args.repeats):
+            reply = worker.request({"op": "profile", "task_path": os.path.join(sol, "model.py"), "solution_dir": sol,
+                                    "module_path": module_dir, "device": "cuda", "timed_runs": args.runs,
+                                    "warmup_runs": args.warmup, "timeout_s": 300, "baseline_cache_dir": ""})
+            if not reply["ok"] or reply["record"]["error"] or reply["record"]["violations"]:
+                raise SystemExit(f"{task_id}: profile failed: {reply['error'] or reply['record']}")
+            for what in medians:
+                medians[what].append(reply["profile"][what]["median_ms"])
+        independent = dict(zip(("candidate", "eager"), do_bench_ms(sol, module_dir)))
+        for what, xs in medians.items():
+            mid = statistics.median(xs)
+            cv = statistics.pstdev(xs) / statistics.fmean(xs)
+            other = independent.get(what)
+            tail = f"{other:12.4f} {100 * (other - mid) / mid:+6.1f}%" if other is not None else f"{'':12s} {'':>7s}"
+            print(f"{task_id:28s} {what:9s} {mid:10.4f} {100 * cv:13.2f}% {tail}", flush=True)
+    worker.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
