@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -96,6 +97,7 @@ TEST(openai_episode, a_served_model_drives_an_episode_through_real_tools_build_a
        "--episodes", "1", "--log", log.string(), "--run-id", "oa"},
       options);
   ASSERT_TRUE(rollout.exited && rollout.exit_code == 0) << rollout.out << rollout.err;
+  std::cout << rollout.out;
   EXPECT_TRUE(std::regex_search(rollout.out,
                                 std::regex{R"(oa-0000 +smoke_01_relu +agent_done +reward +[123] )"}))
       << "the served demonstration did not earn a positive reward:\n"
