@@ -77,6 +77,8 @@ class Runner:
             torch.set_num_threads(int(req["cpu_threads"]))
         if self.device.type == "cuda":
             torch.cuda.init()
+            if self.device.index is None:  # tensors report cuda:N, and torch.device("cuda") != cuda:0
+                self.device = torch.device("cuda", torch.cuda.current_device())
             torch.empty(1, device=self.device)
         torch.ones(1 << 16).sum()  # start torch's intra-op pool before counting threads
         self.timer = timing.Timer(self.device)

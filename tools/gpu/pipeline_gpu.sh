@@ -33,10 +33,10 @@ if ! bwrap --unshare-all --ro-bind / / --die-with-parent true 2>/dev/null; then 
 if ! "$bin" bench sandbox --runs 1 >"$out/sandbox_probe.log" 2>&1; then set_args+=(--set sandbox.run_as_uid=0); fi
 
 if wants harness; then
-  step timeout 150 "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
+  step timeout "${REDTEAM_S:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
-  step timeout 200 "$PYTHON" tools/gpu/timing_study.py --bin "$bin" "${set_args[@]}" \
-    --repeats 10 --runs 50 ${STUDY_TASKS:-bench_05_matmul bench_13_linear_relu bench_17_attention} \
+  step timeout "${STUDY_S:-200}" "$PYTHON" tools/gpu/timing_study.py --bin "$bin" "${set_args[@]}" \
+    --repeats 10 --runs "${STUDY_RUNS:-50}" ${STUDY_TASKS:-bench_05_matmul bench_13_linear_relu bench_17_attention} \
     > "$out/timing_study.txt" 2> "$out/timing_study.err"
 fi
 
@@ -44,9 +44,9 @@ if wants rollout; then
   # Four profiler slots share the one GPU so that twenty episodes fit the time box; their
   # timings overlap, so speed-ups here are rough and correctness (reward >= 1) is what counts.
   step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots=4 \
-    rollout --corpus bench --policy demo --device cuda --concurrency 4 \
+    rollout --corpus bench --policy demo --device cuda --episodes "${EPISODES:-20}" --concurrency 4 \
     --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
-  step timeout 90 "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
+  step timeout "${REPLAY_S:-90}" "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
   if [ "${SYNTH:-1}" = 1 ]; then
     step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
       --out "$out/synth_cuda" --count "${SYNTH_COUNT:-24}" --workers 6 --summary "$out/synth_cuda.json" \
