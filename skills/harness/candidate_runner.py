@@ -8,7 +8,6 @@ guards caught, and the worker decides. Commands: load, verify, time, exit.
 import argparse
 import importlib
 import importlib.util
-import io
 import os
 import sys
 import threading
@@ -17,21 +16,7 @@ import traceback
 
 import torch
 
-from harness import framing, guard, timing
-
-_torch_save = torch.save
-_torch_load = torch.load
-
-
-def to_bytes(obj):
-    buffer = io.BytesIO()
-    _torch_save(obj, buffer)
-    return buffer.getvalue()
-
-
-def from_bytes(data):
-    return _torch_load(io.BytesIO(data), weights_only=True)
-
+from harness import exchange, framing, guard, timing
 
 def as_output_list(out):
     if isinstance(out, (tuple, list)):
@@ -69,6 +54,8 @@ class Runner:
         self.kept_outputs = []
         self.timer = None
         self.poisoned = []
+        self.exchange = None
+        self.timing_inputs = None
 
     # --- load -------------------------------------------------------------------------------
     def load(self, req):
@@ -85,8 +72,9 @@ class Runner:
         solution_dir = os.path.realpath(req["solution_dir"])
         module_dir = os.path.realpath(req["module_dir"])
         task_path = os.path.realpath(req["task_path"])
-        init_inputs = from_bytes(req["init_inputs"])
-        state_dict = from_bytes(req["state_dict"])
+        self.exchange = exchange.Exchange(req["exchange_dir"])
+        init_inputs = self.exchange.take(req["init_inputs"])
+        state_dict = self.exchange.take(req["state_dict"])
 
         guard.warm_up_guards()
         self.dynamo_frames = guard.dynamo_frames()
@@ -264,8 +252,8 @@ class Runner:
 
     # --- verify --------------------------------------------------------------------------------
     def verify(self, req):
-        sets = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in from_bytes(b)]
-                for b in req["input_sets"]]
+        sets = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in self.exchange.take(name)]
+                for name in req["input_sets"]]
         poisoned = []
         buffers = None
         for i, values in enumerate(sets):
@@ -282,12 +270,18 @@ class Runner:
             outs, flags = self.guarded_call(buffers, i, settle=not late)
             poisoned.append(flags)
         # Outputs are read back only now: one overwritten by a later call is caught as wrong.
-        outputs = [to_bytes([o.detach().cpu() for o in outs]) for outs in self.kept_outputs[-len(sets):]]
+        outputs = [self.exchange.put([o.detach().cpu() for o in outs], "outputs")
+                   for outs in self.kept_outputs[-len(sets):]]
         return {"outputs": outputs, "poisoned": poisoned}
 
     # --- time ----------------------------------------------------------------------------------
     def time(self, req):
-        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in from_bytes(req["inputs"])]
+        if "inputs" in req:  # kept for the requests that follow without them
+            self.timing_inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x
+                                  for x in self.exchange.take(req["inputs"])]
+        if self.timing_inputs is None:
+            raise RuntimeError("a time request before any inputs")
+        inputs = self.timing_inputs
         samples, out = [], None
         for _ in range(int(req.get("warmup", 0))):
             self.timer.time_once(self.model, inputs)
@@ -300,7 +294,7 @@ class Runner:
         self._check_identity("after timing")
         reply = {"samples_ms": samples}
         if req.get("return_output") and out is not None:
-            reply["output"] = to_bytes([o.detach().cpu() for o in as_output_list(out)])
+            reply["output"] = self.exchange.put([o.detach().cpu() for o in as_output_list(out)], "output")
         return reply
 
 

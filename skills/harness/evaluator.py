@@ -7,7 +7,6 @@ exhausts memory ends its job with r = -1 and a reason and leaves the worker inta
 import ctypes
 import hashlib
 import importlib.util
-import io
 import json
 import math
 import os
@@ -21,7 +20,7 @@ import time
 
 import torch
 
-from harness import framing, reward, timing
+from harness import exchange, framing, reward, timing
 
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # skills/
 
@@ -49,16 +48,6 @@ class CandidateFailure(Exception):
     """The candidate's child crashed, hung, or failed a command; the message says which."""
 
 
-def to_bytes(obj):
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return buffer.getvalue()
-
-
-def from_bytes(data):
-    return torch.load(io.BytesIO(data), weights_only=True)
-
-
 def signal_name(sig):
     try:
         return signal.Signals(sig).name
@@ -78,6 +67,7 @@ class CandidateProcess:
         env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads sleep, so lingering work shows
         limit = int(memory_limit_mb) << 20 if device == "cpu" and memory_limit_mb else 0
 
+        self.exchange = exchange.Exchange(exchange.make_directory())
         worker_pid = os.getpid()
 
         def limits():
@@ -129,6 +119,16 @@ class CandidateProcess:
             pass
         self.proc.wait()
 
+    def put(self, obj, tag):
+        return self.exchange.put(obj, tag)
+
+    def take(self, name):
+        """What the child put under name; a bad or missing file is the candidate's failure."""
+        try:
+            return self.exchange.take(name)
+        except Exception as e:
+            raise CandidateFailure(f"the candidate's reply named no readable tensors ({type(e).__name__}: {e})")
+
     def close(self):
         if self.proc.poll() is None:
             try:
@@ -142,6 +142,7 @@ class CandidateProcess:
                 os.close(fd)
             except OSError:
                 pass
+        self.exchange.remove()
 
 
 class Task:
@@ -263,17 +264,18 @@ class Evaluator:
             deadline = time.monotonic() + float(o["timeout_s"])
             reply = child.request({"op": "load", "device": device, "cpu_threads": int(o["cpu_threads"]), "solution_dir": o["solution_dir"],
                                    "module_dir": module_dir, "task_path": task.path,
-                                   "init_inputs": to_bytes(list(init_inputs)),
-                                   "state_dict": to_bytes(state_dict),
+                                   "exchange_dir": child.exchange.directory,
+                                   "init_inputs": child.put(list(init_inputs), "init"),
+                                   "state_dict": child.put(state_dict, "state"),
                                    "allowed_write_dirs": []}, deadline)
             violations.update(reply.get("violations") or {})
             if not reply["ok"]:
                 raise CandidateFailure(f"loading the candidate failed: {reply['error']}")
-            reply = child.request({"op": "verify", "input_sets": [to_bytes(s) for s in sets]}, deadline)
+            reply = child.request({"op": "verify", "input_sets": [child.put(s, "inputs") for s in sets]}, deadline)
             violations.update(reply.get("violations") or {})
             if not reply["ok"]:
                 raise CandidateFailure(f"forward failed: {reply['error']}")
-            outputs = [from_bytes(b) for b in reply["outputs"]]
+            outputs = [child.take(name) for name in reply["outputs"]]
             error = self.judge(outputs, refs, reply["poisoned"], violations, o, device)
             if error is None and not violations and want_profile:
                 self.profile(task, model, sets[0], refs[0], child, o, profile, violations, device)
@@ -354,14 +356,15 @@ class Evaluator:
             for _ in range(warmup):
                 timer.time_once(model, inputs)
                 timer.time_once(compiled_fn, inputs)
-            reply = child.request({"op": "time", "inputs": to_bytes(inputs_cpu), "warmup": warmup, "runs": 0},
+            # The inputs cross once; the child keeps them for the single runs that follow.
+            reply = child.request({"op": "time", "inputs": child.put(inputs_cpu, "inputs"), "warmup": warmup, "runs": 0},
                                   time.monotonic() + budget)
             self._check_time_reply(reply, violations)
-            for _ in range(runs):  # interleaved: eager, compiled, candidate, eager, ...
+            for i in range(runs):  # interleaved: eager, compiled, candidate, eager, ...
                 eager.append(timer.time_once(model, inputs)[0])
                 compiled.append(timer.time_once(compiled_fn, inputs)[0])
-                reply = child.request({"op": "time", "inputs": to_bytes(inputs_cpu), "warmup": 0, "runs": 1,
-                                       "return_output": True}, time.monotonic() + budget)
+                reply = child.request({"op": "time", "warmup": 0, "runs": 1,
+                                       "return_output": i == runs - 1}, time.monotonic() + budget)
                 candidate.extend(self._check_time_reply(reply, violations))
             if path:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -372,11 +375,11 @@ class Evaluator:
                 os.replace(tmp, path)
         else:
             eager, compiled = cached["eager"], cached["compiled"]
-            reply = child.request({"op": "time", "inputs": to_bytes(inputs_cpu), "warmup": warmup, "runs": runs,
+            reply = child.request({"op": "time", "inputs": child.put(inputs_cpu, "inputs"), "warmup": warmup, "runs": runs,
                                    "return_output": True}, time.monotonic() + budget)
             candidate = self._check_time_reply(reply, violations)
         if "output" in reply:
-            err = compare(from_bytes(reply["output"]), ref0, float(o["atol"]), float(o["rtol"]))
+            err = compare(child.take(reply["output"]), ref0, float(o["atol"]), float(o["rtol"]))
             if err:
                 profile["error"] = f"the output of a timed run was wrong: {err}"
         profile["eager"] = timing.stats(eager)

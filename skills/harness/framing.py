@@ -1,8 +1,8 @@
 """msgpack maps framed by a big-endian length, over raw file descriptors.
 
 The worker's protocol with the C++ side uses a 4-byte length. The channel between the worker and a
-candidate's child carries whole input and output tensors, which on the large tasks of a GPU set
-exceed 4 GiB together, so it uses an 8-byte length (wide=True)."""
+candidate's child uses an 8-byte length (wide=True); tensors do not travel in its frames but as
+files named in them (exchange.py), so those frames stay small."""
 import os
 import struct
 
