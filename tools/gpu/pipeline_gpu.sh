@@ -41,9 +41,11 @@ if wants harness; then
 fi
 
 if wants rollout; then
-  # Four profiler slots share the one GPU so that twenty episodes fit the time box; their
-  # timings overlap, so speed-ups here are rough and correctness (reward >= 1) is what counts.
-  step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots=4 \
+  # Two profiler slots share the one GPU so that the set fits the time box; their timings
+  # overlap, so speed-ups here are rough and correctness (reward >= 1) is what counts. More
+  # slots would not fit in host memory: a large task's worker holds its five input sets and
+  # reference outputs (some 20 GiB for bench_01_relu) while the candidate holds its copy.
+  step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots="${GPU_SLOTS:-2}" \
     rollout --corpus bench --policy demo --device cuda --episodes "${EPISODES:-20}" --concurrency 4 \
     --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
   step timeout "${REPLAY_S:-90}" "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
