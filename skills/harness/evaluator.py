@@ -183,6 +183,7 @@ def compare(out, ref, atol, rtol):
     for k, (o, r) in enumerate(zip(out, ref)):
         if not isinstance(o, torch.Tensor):
             return f"output {k} is not a tensor"
+        o = o.to(r.device)
         if o.shape != r.shape:
             return f"output {k} has shape {tuple(o.shape)}, expected {tuple(r.shape)}"
         if o.dtype != r.dtype:
@@ -196,6 +197,24 @@ def compare(out, ref, atol, rtol):
         elif not torch.equal(o, r):
             return f"output {k} differs from the reference"
     return None
+
+
+class PhaseLog:
+    """With CUDA_AGENT_HARNESS_PHASES=1, one stderr line per phase of a job, written as each phase
+    ends, so that a job killed at its deadline still shows where its time went."""
+
+    def __init__(self, job_id):
+        self.job_id = job_id or "-"
+        self.last = time.monotonic()
+        self.enabled = os.environ.get("CUDA_AGENT_HARNESS_PHASES") == "1"
+
+    def mark(self, phase):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        sys.stderr.write(f"harness: job {self.job_id}: {phase} {1000 * (now - self.last):.0f} ms\n")
+        sys.stderr.flush()
+        self.last = now
 
 
 def bitwise_equal(a, b):
@@ -235,7 +254,7 @@ class Evaluator:
                 out = model(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs])
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             sets.append(inputs)
-            refs.append([o.detach().cpu().clone() for o in outs])
+            refs.append([o.detach().clone() for o in outs])  # on the device: compared there
         return model, init_inputs, state_dict, sets, refs
 
     # --- one job -------------------------------------------------------------------------------
@@ -254,7 +273,9 @@ class Evaluator:
             torch.set_num_threads(int(o["cpu_threads"]))  # the same count here and in the child
         task = self.task(o["task_path"])
         seed = int(o["seed"]) or int.from_bytes(os.urandom(4), "little") % (1 << 30) + 1
+        phases = PhaseLog(record["job_id"])
         model, init_inputs, state_dict, sets, refs = self.reference(task, device, seed, int(o["input_sets"]))
+        phases.mark("reference")
 
         module_path = o["module_path"]
         module_dir = module_path if os.path.isdir(module_path) else os.path.dirname(module_path)
@@ -271,14 +292,18 @@ class Evaluator:
             violations.update(reply.get("violations") or {})
             if not reply["ok"]:
                 raise CandidateFailure(f"loading the candidate failed: {reply['error']}")
+            phases.mark("load")
             reply = child.request({"op": "verify", "input_sets": [child.put(s, "inputs") for s in sets]}, deadline)
             violations.update(reply.get("violations") or {})
             if not reply["ok"]:
                 raise CandidateFailure(f"forward failed: {reply['error']}")
             outputs = [child.take(name) for name in reply["outputs"]]
+            phases.mark("verify")
             error = self.judge(outputs, refs, reply["poisoned"], violations, o, device)
+            phases.mark("judge")
             if error is None and not violations and want_profile:
                 self.profile(task, model, sets[0], refs[0], child, o, profile, violations, device)
+                phases.mark("profile")
             record["correct"] = error is None and not violations
             record["error"] = error or ""
         except CandidateFailure as e:

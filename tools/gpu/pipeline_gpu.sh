@@ -16,6 +16,7 @@ stage=${STAGE:-all}
 mkdir -p "$out"
 export PYTHON=${PYTHON:-/opt/torch/.venv/bin/python3}
 export PATH=/usr/local/cuda/bin:/opt/deps/usr/bin:$PATH
+export CUDA_AGENT_HARNESS_PHASES=1  # the harness logs each job's phases (skills/harness/evaluator.py)
 export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step() { local t0=$SECONDS; "$@"; local rc=$?; echo "step '$*' rc=$rc in $((SECONDS - t0)) s" | tee -a "$out/steps.txt" >&2; }
 wants() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
