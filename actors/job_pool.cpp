@@ -62,6 +62,7 @@ void enqueue(job_pool_actor* self, waiting_job job) {
   if (job.requester) self->monitor(job.requester);
   self->delayed_send(self, st.options.max_wait, expire_atom::value, job.id);
   st.waiting.push_back(std::move(job));
+  st.peak_waiting = std::max(st.peak_waiting, st.waiting.size());
   dispatch(self);
 }
 

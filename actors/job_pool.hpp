@@ -29,7 +29,7 @@
 
 namespace cuda_agent {
 
-// (pool_stats_atom) -> (capacity, busy, waiting, rejected)
+// (pool_stats_atom) -> (capacity, busy, waiting, rejected, peak_waiting)
 using pool_stats_atom = caf::atom_constant<caf::atom("poolstats")>;
 
 struct job_pool_options {
@@ -63,6 +63,7 @@ struct job_pool_state {
   std::deque<waiting_job> waiting;
   uint64_t next_id = 1;
   int32_t rejected = 0;
+  std::size_t peak_waiting = 0;  // the longest the queue has been: how hard backpressure pushed
   static inline const char* name = "job_pool";
 };
 using job_pool_actor = caf::stateful_actor<job_pool_state>;
@@ -121,7 +122,8 @@ caf::actor spawn_job_pool(caf::actor_system& system, job_pool_options options) {
           const auto& st = self->state;
           const auto busy = std::count(st.busy.begin(), st.busy.end(), true);
           return std::make_tuple(static_cast<int32_t>(st.busy.size()), static_cast<int32_t>(busy),
-                                 static_cast<int32_t>(st.waiting.size()), st.rejected);
+                                 static_cast<int32_t>(st.waiting.size()), st.rejected,
+                                 static_cast<int32_t>(st.peak_waiting));
         }};
   });
 }

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   cli::add_bench_log_command(*bench, inv);
   cli::add_bench_build_command(*bench, inv);
   cli::add_bench_sandbox_command(*bench, inv);
+  cli::add_bench_actors_command(*bench, inv);
 
   try {
     app.parse(argc, argv);

@@ -132,7 +132,7 @@ int run_rollout(const settings& config, const rollout_options& o) {
               },
               [](caf::error&) {});
       self->request(node.gpu.pool, std::chrono::seconds{5}, pool_stats_atom::value)
-          .receive([&](int32_t capacity, int32_t busy, int32_t waiting,
+          .receive([&](int32_t capacity, int32_t busy, int32_t waiting, int32_t,
                        int32_t) { progress += fmt::format(" | gpu slots {}/{} busy, {} waiting", busy, capacity, waiting); },
                    [](caf::error&) {});
       std::cerr << (tty ? "\r" : "") << progress << (tty ? "\x1b[K" : "\n") << std::flush;
