@@ -205,12 +205,14 @@ class Runner:
                 self.violations.add("lazy_or_subclassed_output", f"output of type {type(o).__name__}")
                 raise guard.ViolationRaised("output is not a torch.Tensor")
         # What a caller ordered after forward on the current stream sees, then what is there later.
-        seen = [o.cpu() if self.device.type == "cuda" else o.clone() for o in outs]
+        # Copies on the device, ordered on the current stream like any consumer's: no gigabytes
+        # through the host for a large task.
+        seen = [o.clone() for o in outs]
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         else:
             time.sleep(0.02)
-        later = [o.cpu() if self.device.type == "cuda" else o.clone() for o in outs]
+        later = [o.clone() for o in outs]
         for a, b in zip(seen, later):
             if not same_values(a, b):
                 name = "side_stream" if self.device.type == "cuda" else "background_thread"
@@ -223,7 +225,7 @@ class Runner:
             if lingering:
                 self.violations.add("background_thread", f"{len(lingering)} OS thread(s) started in forward still alive")
         for x, snap in zip(inputs, snapshots):
-            if snap is not None and not same_values(x.detach().cpu(), snap.cpu()):
+            if snap is not None and not same_values(x.detach(), snap):
                 self.violations.add("input_mutation", "an input's values changed in forward")
         poisoned_spans = [storage_span(t) for t in dispatch.allocated]
         flags = []
