@@ -8,6 +8,7 @@ job (mode 0700), on /dev/shm when that has room, else in the temp dir, and is re
 
 Both sides bind torch.save and torch.load at import, before any candidate code runs.
 """
+import atexit
 import os
 import shutil
 import tempfile
@@ -20,15 +21,44 @@ _SHM = "/dev/shm"
 _SHM_MIN_FREE = 16 << 30  # a container's small /dev/shm would fill up: use the disk instead
 
 
-def make_directory():
-    """A fresh private directory for one job's exchange files."""
-    base = None
+_PREFIX = "cuda-agent-exchange-"
+_root = None
+
+
+def _base():
     try:
         if shutil.disk_usage(_SHM).free >= _SHM_MIN_FREE:
-            base = _SHM
+            return _SHM
     except OSError:
         pass
-    return tempfile.mkdtemp(prefix="cuda-agent-exchange-", dir=base)
+    return tempfile.gettempdir()
+
+
+def _sweep(base):
+    """Removes the exchange roots of workers that are gone: a worker killed at a job's deadline
+    cannot clean up, and on /dev/shm its files would hold memory until the next boot."""
+    for name in os.listdir(base):
+        pid = name[len(_PREFIX):]
+        if not name.startswith(_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
+
+
+def make_directory():
+    """A fresh private directory for one job's exchange files, under this process's root."""
+    global _root
+    if _root is None or not os.path.isdir(_root):
+        base = _base()
+        _sweep(base)
+        _root = os.path.join(base, f"{_PREFIX}{os.getpid()}")
+        os.makedirs(_root, mode=0o700, exist_ok=True)
+        atexit.register(shutil.rmtree, _root, ignore_errors=True)
+    return tempfile.mkdtemp(prefix="job-", dir=_root)
 
 
 class Exchange:
