@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/supervisor.hpp"
+
 namespace cuda_agent {
 namespace {
 
@@ -68,6 +70,34 @@ episode_summary infrastructure_failure(const std::string& id, const task_spec& t
   return s;
 }
 
+void launch_episode(rollout_actor* self, const pending_episode& p, const episode_config& config,
+                    const caf::actor& tools, const caf::actor& policy) {
+  auto& st = self->state;
+  const auto id = config.episode_id;
+  const auto task = config.task;
+  auto episode = spawn_episode(self->system(), config,
+                               {policy, tools, st.services.compiler, st.services.gpu, st.services.recorder});
+  // Past every budget of the episode, something is wrong with it, not with the agent.
+  const auto limit = config.wall_clock + config.job_timeout * 2 + config.policy_timeout;
+  self->request(episode, limit, start_atom::value)
+      .then(
+          [=](episode_ended& ended, reward_record& verdict, trajectory&) {
+            self->send_exit(tools, caf::exit_reason::user_shutdown);
+            --self->state.running;
+            settle(self, p, {id, task, 1, ended, verdict});
+            admit(self);
+          },
+          [=](caf::error& error) {
+            self->send_exit(tools, caf::exit_reason::user_shutdown);
+            self->send_exit(episode, caf::exit_reason::user_shutdown);
+            --self->state.running;
+            settle(self, p,
+                   infrastructure_failure(id, task,
+                                          "the episode actor failed: " + self->system().render(error)));
+            admit(self);
+          });
+}
+
 void start_episode(rollout_actor* self, pending_episode p) {
   auto& st = self->state;
   const auto& task = st.plan.tasks[static_cast<std::size_t>(p.index) % st.plan.tasks.size()];
@@ -88,28 +118,20 @@ void start_episode(rollout_actor* self, pending_episode p) {
     settle(self, p, infrastructure_failure(id, task, e.what()));
     return;
   }
-  auto episode = spawn_episode(self->system(), config,
-                               {st.services.policy, tools, st.services.compiler, st.services.gpu,
-                                st.services.recorder});
-  // Past every budget of the episode, something is wrong with it, not with the agent.
-  const auto limit = config.wall_clock + config.job_timeout * 2 + config.policy_timeout;
-  self->request(episode, limit, start_atom::value)
-      .then(
-          [=](episode_ended& ended, reward_record& verdict, trajectory&) {
-            self->send_exit(tools, caf::exit_reason::user_shutdown);
-            --self->state.running;
-            settle(self, p, {id, task, 1, ended, verdict});
-            admit(self);
-          },
-          [=](caf::error& error) {
-            self->send_exit(tools, caf::exit_reason::user_shutdown);
-            self->send_exit(episode, caf::exit_reason::user_shutdown);
-            --self->state.running;
-            settle(self, p,
-                   infrastructure_failure(id, task,
-                                          "the episode actor failed: " + self->system().render(error)));
-            admit(self);
-          });
+  if (!st.services.policy_supervisor) {
+    launch_episode(self, p, config, tools, st.services.policy);
+    return;
+  }
+  self->request(st.services.policy_supervisor, std::chrono::seconds{30}, child_atom::value,
+                std::string{"policy"})
+      .then([=](caf::actor& policy) { launch_episode(self, p, config, tools, policy); },
+            [=](caf::error& error) {
+              self->send_exit(tools, caf::exit_reason::user_shutdown);
+              --self->state.running;
+              settle(self, p,
+                     infrastructure_failure(id, task, "no policy actor: " + self->system().render(error)));
+              admit(self);
+            });
 }
 
 void admit(rollout_actor* self) {

@@ -55,13 +55,16 @@ struct rollout_plan {
 };
 
 struct rollout_services {
-  caf::actor policy;
+  caf::actor policy;  // used when there is no policy_supervisor
   caf::actor compiler;
   caf::actor gpu;
   caf::actor recorder;
   // This episode's tools (an actor answering tool_request), started before the episode and
   // stopped after it.
   std::function<caf::actor(const episode_config&)> make_tools;
+  // When set, every episode asks it for its current child "policy" before it starts, so that an
+  // episode retried after the policy actor crashed talks to the restarted one.
+  caf::actor policy_supervisor;
 };
 
 caf::actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,

@@ -3,6 +3,7 @@
 #include "tests/actors/scripted_peers.hpp"
 
 #include "actors/rollout_manager.hpp"
+#include "actors/supervisor.hpp"
 
 namespace cuda_agent {
 namespace {
@@ -35,13 +36,29 @@ caf::behavior counting_policy(caf::event_based_actor* self, std::shared_ptr<std:
   }};
 }
 
+// A policy that answers "done" at once, but crashes (quits with an error) on a request from the
+// episode `crash_on`, taking that request and any others in its mailbox with it.
+caf::behavior crashing_policy(caf::event_based_actor* self, std::string crash_on) {
+  return {[=](const policy_request& request) -> caf::result<policy_response> {
+    if (request.episode_id == crash_on) {
+      self->quit(caf::make_error(caf::sec::runtime_error, "the policy actor crashed"));
+      return caf::make_error(caf::sec::runtime_error, "the policy actor crashed");
+    }
+    policy_response r = done();
+    r.episode_id = request.episode_id;
+    r.turn = request.turn;
+    return r;
+  }};
+}
+
 struct rollout_fixture : peers_fixture {
   std::shared_ptr<std::atomic<int>> inside = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<std::atomic<int>> most = std::make_shared<std::atomic<int>>(0);
   std::atomic<int> tools_started{0};
 
   std::vector<episode_summary> run_rollout(int episodes, int concurrency, int retries,
-                                           std::string fail_marker = {}) {
+                                           std::string fail_marker = {},
+                                           caf::actor policy_supervisor = {}) {
     auto policy = system->spawn(counting_policy, inside, most, fail_marker);
     rollout_plan plan;
     plan.run_id = "r1";
@@ -64,7 +81,8 @@ struct rollout_fixture : peers_fixture {
                                                        "ok", 0, false, false, 1};
                                   }};
                                 });
-                              }};
+                              },
+                              policy_supervisor};
     auto manager = spawn_rollout_manager(*system, plan, services, results);
     caf::scoped_actor self{*system};
     int32_t count = -1;
@@ -107,6 +125,32 @@ TEST_F(rollout_fixture, retries_infrastructure_failures_but_never_a_candidate_fa
       EXPECT_EQ(r.ended.reason, termination::agent_done);
     }
   }
+}
+
+TEST_F(rollout_fixture, a_crashed_policy_is_restarted_and_the_episodes_it_failed_are_retried) {
+  supervisor_options options;
+  options.name = "policy";
+  options.children.push_back({"policy", [](caf::actor_system& sys) {
+                                return sys.spawn(crashing_policy, std::string{"r1-0002"});
+                              }});
+  auto supervisor = spawn_supervisor(*system, options);
+  const auto results = run_rollout(4, 2, 3, {}, supervisor);
+  ASSERT_EQ(results.size(), 4u);
+  bool crashed_one_seen = false;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.ended.reason, termination::agent_done) << r.episode_id << ": " << r.ended.error;
+    EXPECT_EQ(r.verdict.reward, 3) << r.episode_id;
+    if (r.episode_id.rfind("r1-0002-retry", 0) == 0) {
+      crashed_one_seen = true;
+      EXPECT_GE(r.attempts, 2);
+    }
+  }
+  EXPECT_TRUE(crashed_one_seen) << "the episode whose request crashed the policy was not retried";
+  caf::scoped_actor self{*system};
+  self->request(supervisor, 10s, restarts_atom::value)
+      .receive([](int restarts) { EXPECT_EQ(restarts, 1); },
+               [](caf::error& e) { FAIL() << caf::to_string(e); });
+  self->send_exit(supervisor, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "actors/policy/policy_actor.hpp"
 #include "actors/recorder.hpp"
 #include "actors/sandbox/sandbox.hpp"
+#include "actors/supervisor.hpp"
 #include "messages/registry.hpp"
 
 namespace cuda_agent::cli {
@@ -37,7 +38,7 @@ worker_pool_limits pool_limits(const settings& config, const char* workers_key) 
 void node_services::stop() const {
   for (const auto& pool : {compiler, gpu})
     if (pool.pool) stop_worker_pool(pool);
-  if (policy) caf::anon_send_exit(policy, caf::exit_reason::user_shutdown);
+  if (policy_supervisor) caf::anon_send_exit(policy_supervisor, caf::exit_reason::user_shutdown);
   if (recorder) caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
 }
 
@@ -57,7 +58,18 @@ node_services start_node_services(caf::actor_system& system, const settings& con
   const auto tool_limits = tools::tool_limits::from(config);
   if (!log_dir.empty())
     node.recorder = spawn_recorder(system, message_log::writer::open(log_writer_options(config, log_dir)));
-  if (with_policy) node.policy = policy::spawn_policy(system, policy::policy_settings::from(config));
+  if (with_policy) {
+    // The backend is made here, so that bad policy settings are one clear error at startup; a
+    // restarted policy actor keeps it (and with it, e.g., the HTTP client's settings).
+    const auto policy_settings = policy::policy_settings::from(config);
+    std::shared_ptr<policy::policy_backend> backend = policy::make_policy_backend(policy_settings);
+    const policy::policy_limits limits{policy_settings.max_concurrency, policy_settings.max_queue};
+    supervisor_options supervision;
+    supervision.name = "policy";
+    supervision.children.push_back(
+        {"policy", [backend, limits](caf::actor_system& sys) { return policy::spawn_policy(sys, backend, limits); }});
+    node.policy_supervisor = spawn_supervisor(system, std::move(supervision));
+  }
   node.compiler = spawn_compiler_pool(system, build::build_settings::from(config),
                                       pool_limits(config, "rollout.compiler_workers"));
   node.gpu = spawn_gpu_pool(system, harness::harness_settings::from(config), device,

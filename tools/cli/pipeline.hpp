@@ -19,7 +19,10 @@ namespace cuda_agent::cli {
 
 struct node_services {
   caf::actor recorder;  // empty when the node records nothing
-  caf::actor policy;    // empty when the caller provides its own
+  // The policy actor runs under this supervisor as its child "policy" (empty when the caller
+  // provides its own policy): a policy actor that crashes is restarted with the same backend,
+  // and episodes ask the supervisor for the current one (rollout_services::policy_supervisor).
+  caf::actor policy_supervisor;
   worker_pool compiler;
   worker_pool gpu;
   // Starts the tools of an episode whose directory is prepared (sandbox per sandbox.*).

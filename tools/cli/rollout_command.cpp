@@ -104,9 +104,9 @@ int run_rollout(const settings& config, const rollout_options& o) {
   auto results = std::make_shared<rollout_results>();
   {
     auto node = start_node_services(system, config, o.device, log_dir, true);
-    auto manager = spawn_rollout_manager(
-        system, plan, {node.policy, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools},
-        results);
+    rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
+                              node.policy_supervisor};
+    auto manager = spawn_rollout_manager(system, plan, std::move(services), results);
     std::cerr << fmt::format("rollout {}: {} episodes over {} tasks of {}, {} at a time, policy {}, "
                              "device {}; log {}\n",
                              run_id, plan.episodes, plan.tasks.size(), set_dir.string(),
