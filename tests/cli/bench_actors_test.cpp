@@ -9,19 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/process/subprocess.hpp"
+#include "tests/cli/cli_runner.hpp"
 
 namespace cuda_agent {
 namespace {
 
-subprocess_result cli(std::vector<std::string> args) {
-  const char* binary = std::getenv("CUDA_AGENT_BINARY");
-  if (!binary) throw std::runtime_error{"CUDA_AGENT_BINARY is not set (run through ctest)"};
-  args.insert(args.begin(), binary);
-  subprocess_options options;
-  options.timeout = std::chrono::seconds{120};
-  return run_subprocess(args, options);
-}
+using testing::cli;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

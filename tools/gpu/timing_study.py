@@ -24,9 +24,10 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKILLS = os.path.join(REPO, "skills")
 sys.path.insert(0, SKILLS)
+sys.path.insert(0, os.path.join(REPO, "tests", "harness"))
 
 import torch  # noqa: E402
-from harness import framing  # noqa: E402
+from conftest import Worker  # noqa: E402  the red-team tests' client of a real worker
 
 
 def load_module(name, path):
@@ -51,21 +52,6 @@ def build(binary, sets, sol, device):
         raise SystemExit(f"{sol}: build failed: {result.get('error') or result.get('diagnostics')}")
     path = result["module_path"]
     return path if os.path.isdir(path) else os.path.dirname(path)
-
-
-class Worker:
-    def __init__(self):
-        env = dict(os.environ, PYTHONPATH=SKILLS)
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=env)
-
-    def request(self, msg):
-        framing.write_frame(self.proc.stdin.fileno(), msg)
-        return framing.read_frame(self.proc.stdout.fileno())
-
-    def close(self):
-        self.request({"op": "shutdown"})
-        self.proc.wait(timeout=30)
 
 
 def independent_ms(sol, module_dir, device):
