@@ -1,6 +1,8 @@
 #include "actors/rollout_manager.hpp"
 
 #include <deque>
+#include <map>
+#include <utility>
 #include <tuple>
 
 #include <caf/all.hpp>
@@ -26,6 +28,7 @@ struct rollout_state {
   int32_t done = 0;
   int32_t retried = 0;
   int32_t histogram[4] = {0, 0, 0, 0};  // rewards -1, 1, 2, 3
+  std::map<std::string, std::pair<caf::actor, caf::actor>> live;  // episode id -> (episode, tools)
   caf::response_promise finished;
   static inline const char* name = "rollout_manager";
 };
@@ -73,21 +76,30 @@ episode_summary infrastructure_failure(const std::string& id, const task_spec& t
 void launch_episode(rollout_actor* self, const pending_episode& p, const episode_config& config,
                     const caf::actor& tools, const caf::actor& policy) {
   auto& st = self->state;
+  if (!st.finished.pending()) {  // the run stopped while this episode was being set up
+    self->send_exit(tools, caf::exit_reason::user_shutdown);
+    return;
+  }
   const auto id = config.episode_id;
   const auto task = config.task;
   auto episode = spawn_episode(self->system(), config,
                                {policy, tools, st.services.compiler, st.services.gpu, st.services.recorder});
+  st.live[id] = {episode, tools};
   // Past every budget of the episode, something is wrong with it, not with the agent.
   const auto limit = config.wall_clock + config.job_timeout * 2 + config.policy_timeout;
   self->request(episode, limit, start_atom::value)
       .then(
           [=](episode_ended& ended, reward_record& verdict, trajectory&) {
+            self->state.live.erase(id);
             self->send_exit(tools, caf::exit_reason::user_shutdown);
+            if (!self->state.finished.pending()) return;  // the run was stopped
             --self->state.running;
             settle(self, p, {id, task, 1, ended, verdict});
             admit(self);
           },
           [=](caf::error& error) {
+            self->state.live.erase(id);
+            if (!self->state.finished.pending()) return;  // the run was stopped
             self->send_exit(tools, caf::exit_reason::user_shutdown);
             self->send_exit(episode, caf::exit_reason::user_shutdown);
             --self->state.running;
@@ -150,6 +162,25 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
   st.plan = std::move(plan);
   st.services = std::move(services);
   st.results = std::move(results);
+  // Without its log a run can be neither inspected nor replayed: when the recorder dies (a full
+  // disk ends it, recorder.hpp), the run stops with an error that says so, and so do its episodes.
+  if (st.services.recorder) {
+    self->monitor(st.services.recorder);
+    self->set_down_handler([=](caf::down_msg& down) {
+      auto& st = self->state;
+      if (down.source != st.services.recorder.address() || !st.finished.pending()) return;
+      const auto why = "the recorder stopped (" + self->system().render(down.reason) +
+                       "), so the message log is incomplete; the rollout stops";
+      spdlog::error("{}", why);
+      for (const auto& [id, actors] : st.live) {
+        self->send_exit(actors.first, caf::exit_reason::user_shutdown);
+        self->send_exit(actors.second, caf::exit_reason::user_shutdown);
+      }
+      st.live.clear();
+      st.queue.clear();
+      st.finished.deliver(caf::make_error(caf::sec::runtime_error, why));
+    });
+  }
   return {
       [=](run_atom) -> caf::result<int32_t> {
         auto& st = self->state;

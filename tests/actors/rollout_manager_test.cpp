@@ -153,5 +153,46 @@ TEST_F(rollout_fixture, a_crashed_policy_is_restarted_and_the_episodes_it_failed
   self->send_exit(supervisor, caf::exit_reason::user_shutdown);
 }
 
+TEST_F(rollout_fixture, a_dead_recorder_stops_the_rollout_with_an_error_that_says_so) {
+  // The policy ends the recorder at the first turn, as a full disk would (recorder.hpp), and
+  // answers every turn 50 ms later, so that the run is still going when the recorder is gone.
+  auto policy = system->spawn([rec = recorder](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](const policy_request& request) -> caf::result<policy_response> {
+      self->send_exit(rec, caf::make_error(caf::sec::runtime_error, "no space left on device"));
+      auto promise = self->make_response_promise<policy_response>();
+      std::thread([=]() mutable {
+        std::this_thread::sleep_for(50ms);
+        policy_response r = done();
+        r.episode_id = request.episode_id;
+        r.turn = request.turn;
+        promise.deliver(r);
+      }).detach();
+      return promise;
+    }};
+  });
+  rollout_plan plan;
+  plan.run_id = "r2";
+  plan.tasks = {config().task};
+  plan.episodes = 6;
+  plan.concurrency = 2;
+  plan.episodes_dir = dir.path() / "episodes";
+  plan.base = config();
+  auto results = std::make_shared<rollout_results>();
+  rollout_services services{policy, compiler, gpu, recorder,
+                            [this](const episode_config&) { return tools; }};
+  auto manager = spawn_rollout_manager(*system, plan, services, results);
+  caf::scoped_actor self{*system};
+  std::string error;
+  self->request(manager, 60s, run_atom::value)
+      .receive([](int32_t) { FAIL() << "the run finished without its log"; },
+               [&](caf::error& e) { error = system->render(e); });
+  EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
+  EXPECT_NE(error.find("no space left on device"), std::string::npos) << error;
+  std::lock_guard<std::mutex> lock{results->mutex};
+  EXPECT_LT(results->episodes.size(), 6u) << "episodes went on after the log was lost";
+  self->send_exit(manager, caf::exit_reason::user_shutdown);
+  self->send_exit(policy, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace cuda_agent
