@@ -102,6 +102,7 @@ int run_rollout(const settings& config, const rollout_options& o) {
   configure_actor_system(config, cfg);
   caf::actor_system system{cfg};
   auto results = std::make_shared<rollout_results>();
+  std::string run_error;  // thrown only once every actor is stopped: the system waits for them
   {
     auto node = start_node_services(system, config, o.device, log_dir, true);
     rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
@@ -118,7 +119,10 @@ int run_rollout(const settings& config, const rollout_options& o) {
     int ticks = 0;
     while (!finished) {
       self->receive([&](int32_t) { finished = true; },
-                    [&](caf::error& e) { throw std::runtime_error{system.render(e)}; },
+                    [&](caf::error& e) {
+                      run_error = system.render(e);
+                      finished = true;
+                    },
                     caf::after(std::chrono::seconds{1}) >> [] {});
       if (!finished && !tty && ++ticks % 10 != 0) continue;
       std::string progress;
@@ -144,6 +148,7 @@ int run_rollout(const settings& config, const rollout_options& o) {
     node.stop();
   }
   system.await_all_actors_done();
+  if (!run_error.empty()) throw std::runtime_error{"the rollout failed: " + run_error};
   std::lock_guard<std::mutex> lock{results->mutex};
   for (const auto& s : results->episodes)
     std::cout << fmt::format("{:<24} {:<28} {:<22} reward {:>2}  {}\n", s.episode_id, s.task.id,
