@@ -282,6 +282,7 @@ struct build_log {
 struct unit_outcome {
   bool ok = false;
   bool timed_out = false;
+  double ms = 0;  // all attempts together
   std::string output;  // the compiler's messages of the attempt that counts
   std::string failure;  // one line when the compiler did not simply report errors
 };
@@ -320,7 +321,7 @@ class compiler_runner {
     unit_outcome outcome = attempt(unit.argv);
     if (!outcome.ok && !outcome.timed_out && !unit.fallback_argv.empty()) {
       log_.note("# " + unit.rel + ": failed with the slim <torch/extension.h>; again with the real one");
-      outcome = attempt(unit.fallback_argv);
+      outcome = attempt(unit.fallback_argv, outcome.ms);
     }
     if (outcome.timed_out)
       outcome.failure = unit.rel + ": compilation did not finish within the build's time limit of " +
@@ -330,9 +331,10 @@ class compiler_runner {
   }
 
  private:
-  unit_outcome attempt(const std::vector<std::string>& argv) {
+  unit_outcome attempt(const std::vector<std::string>& argv, double ms_before = 0) {
     const auto result = run(argv);
     unit_outcome outcome;
+    outcome.ms = ms_before + static_cast<double>(result.elapsed.count());
     outcome.ok = result.ok();
     outcome.timed_out = result.timed_out;
     outcome.output = result.out + result.err;
@@ -583,6 +585,7 @@ build_result build_solution(const build_settings& settings, const build_request&
     try {
       if (!fs::exists(pch_path)) {
         const auto built = runner.run(pch_argv);
+        result.step_ms.emplace_back("precompiled header", static_cast<double>(built.elapsed.count()));
         if (built.ok()) {
           fs::create_directories(pch_path.parent_path());
           publish(stage / (slim_header + ".gch"), pch_path);
@@ -625,6 +628,8 @@ build_result build_solution(const build_settings& settings, const build_request&
   }
   for (auto& thread : threads) thread.join();
   result.compiled_files = static_cast<int>(std::min(next.load(), pending.size()));
+  for (size_t i = 0; i < static_cast<size_t>(result.compiled_files); ++i)
+    result.step_ms.emplace_back(pending[i]->rel, outcomes[i].ms);
 
   diagnostics_options condense;
   condense.rewrites = {{stage.string() + "/", ""}, {work.string() + "/", ""}};
@@ -656,6 +661,7 @@ build_result build_solution(const build_settings& settings, const build_request&
   subprocess_result linked;
   try {
     linked = runner.run(link_argv);
+    result.step_ms.emplace_back("link", static_cast<double>(linked.elapsed.count()));
   } catch (const std::exception& e) {
     cleanup();
     result.error = std::string("cannot run the linker: ") + e.what();

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/settings.hpp"
 #include "messages/messages.hpp"
@@ -60,6 +62,9 @@ struct build_result {
   bool timed_out = false;             // a compiler hit the wall-clock limit (reported in diagnostics)
   int compiled_files = 0;             // compiler runs this build made (0 on a module cache hit)
   int cached_objects = 0;             // objects taken from the cache
+  // What each compiler run of this build took, in order: the precompiled header, each source
+  // compiled (independent ones in parallel), "link". Empty on a module cache hit.
+  std::vector<std::pair<std::string, double>> step_ms;
 };
 
 build_result build_solution(const build_settings& settings, const build_request& request);

@@ -105,6 +105,15 @@ fs::path unseen_copy(const fs::path& solution, const fs::path& into) {
 
 double seconds_of(const build::build_result& r) { return r.duration_ms / 1000.0; }
 
+// "              steps: kernels/add.cu 1.42 s, kernels/add_binding.cpp 3.10 s, link 0.52 s"
+// (sources compile in parallel; the link follows them).
+std::string steps_line(const build::build_result& r) {
+  std::string line = "              steps:";
+  for (size_t i = 0; i < r.step_ms.size(); ++i)
+    line += fmt::format("{} {} {:.2f} s", i ? "," : "", r.step_ms[i].first, r.step_ms[i].second / 1000.0);
+  return line + "\n";
+}
+
 build::build_result checked_build(const build::build_settings& settings,
                                   const build::build_request& request, const char* what) {
   auto result = build::build_solution(settings, request);
@@ -203,10 +212,12 @@ int run_bench_build(const invocation& inv, const build_options& options) {
       "binding.cpp) built too; "
       "{} files compiled\n",
       seconds_of(first), first.compiled_files);
+  std::cout << steps_line(first);
   std::cout << fmt::format(
       "cold build    {:8.2f} s  solution never seen; per-toolchain objects cached; "
       "{} files compiled, {} cached\n",
       seconds_of(cold), cold.compiled_files, cold.cached_objects);
+  std::cout << steps_line(cold);
   std::cout << fmt::format(
       "warm build    {:8.4f} s  unchanged inputs: cache hit (in-process, toolchain already probed)\n",
       seconds_of(warm));
