@@ -20,25 +20,13 @@ caf::behavior compiler_worker(caf::event_based_actor*, build::build_settings set
 
 worker_pool spawn_compiler_pool(caf::actor_system& system, build::build_settings settings,
                                 const worker_pool_limits& limits) {
-  supervisor_options sup{"compiler workers", restart_strategy::one_for_one, {}, {}};
-  job_pool_options options;
-  options.name = "compiler pool";
-  for (int32_t i = 0; i < limits.workers; ++i) {
-    auto name = fmt::format("compiler-{}", i);
-    sup.children.push_back({name, [settings](caf::actor_system& sys) {
-                              // Builds block for seconds: a thread of their own, not the scheduler's.
-                              return sys.spawn<caf::detached>(compiler_worker, settings);
-                            }});
-    options.workers.push_back(std::move(name));
-  }
-  worker_pool result;
-  result.supervisor = spawn_supervisor(system, std::move(sup));
-  options.supervisor = result.supervisor;
-  options.max_waiting = limits.max_waiting;
-  options.max_wait = limits.max_wait;
-  options.job_timeout = limits.job_timeout;
-  result.pool = spawn_job_pool<compile_job>(system, std::move(options));
-  return result;
+  return spawn_worker_pool<compile_job>(
+      system, "compiler pool", "compiler workers", limits,
+      [](int32_t i) { return fmt::format("compiler-{}", i); },
+      [settings](caf::actor_system& sys) {
+        // Builds block for seconds: a thread of their own, not the scheduler's.
+        return sys.spawn<caf::detached>(compiler_worker, settings);
+      });
 }
 
 void stop_worker_pool(const worker_pool& pool) {

@@ -7,10 +7,14 @@
 // infrastructure failure, which the rollout retries elsewhere instead of scoring.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
 #include "actors/job_pool.hpp"
+#include "actors/supervisor.hpp"
 #include "kernels/build/build.hpp"
 
 namespace cuda_agent {
@@ -26,6 +30,32 @@ struct worker_pool_limits {
   std::chrono::milliseconds max_wait{std::chrono::minutes{30}};
   std::chrono::milliseconds job_timeout{std::chrono::minutes{10}};
 };
+
+// The shape of every pool: `limits.workers` workers under a one_for_one supervisor named
+// `supervisor_name`, and the job_pool<Jobs...> named `pool_name` in front that hands them out.
+// Worker i is named worker_name(i); `start` spawns one, at first and again on every restart.
+template <class... Jobs>
+worker_pool spawn_worker_pool(caf::actor_system& system, const std::string& pool_name,
+                              const std::string& supervisor_name, const worker_pool_limits& limits,
+                              const std::function<std::string(int32_t)>& worker_name,
+                              const std::function<caf::actor(caf::actor_system&)>& start) {
+  supervisor_options sup{supervisor_name, restart_strategy::one_for_one, {}, {}};
+  job_pool_options options;
+  options.name = pool_name;
+  for (int32_t i = 0; i < limits.workers; ++i) {
+    auto name = worker_name(i);
+    sup.children.push_back({name, start});
+    options.workers.push_back(std::move(name));
+  }
+  worker_pool result;
+  result.supervisor = spawn_supervisor(system, std::move(sup));
+  options.supervisor = result.supervisor;
+  options.max_waiting = limits.max_waiting;
+  options.max_wait = limits.max_wait;
+  options.job_timeout = limits.job_timeout;
+  result.pool = spawn_job_pool<Jobs...>(system, std::move(options));
+  return result;
+}
 
 worker_pool spawn_compiler_pool(caf::actor_system& system, build::build_settings settings,
                                 const worker_pool_limits& limits);

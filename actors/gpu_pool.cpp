@@ -24,24 +24,12 @@ caf::behavior profiler_slot(caf::event_based_actor*, harness::harness_settings s
 
 worker_pool spawn_gpu_pool(caf::actor_system& system, harness::harness_settings settings,
                            std::string device, const worker_pool_limits& limits) {
-  supervisor_options sup{"gpu slots", restart_strategy::one_for_one, {}, {}};
-  job_pool_options options;
-  options.name = "gpu pool";
-  for (int32_t i = 0; i < limits.workers; ++i) {
-    auto name = fmt::format("{}-slot-{}", device, i);
-    sup.children.push_back({name, [settings, device](caf::actor_system& sys) {
-                              return sys.spawn<caf::detached>(profiler_slot, settings, device);
-                            }});
-    options.workers.push_back(std::move(name));
-  }
-  worker_pool result;
-  result.supervisor = spawn_supervisor(system, std::move(sup));
-  options.supervisor = result.supervisor;
-  options.max_waiting = limits.max_waiting;
-  options.max_wait = limits.max_wait;
-  options.job_timeout = limits.job_timeout;
-  result.pool = spawn_job_pool<verify_job, profile_job, evaluate_job>(system, std::move(options));
-  return result;
+  return spawn_worker_pool<verify_job, profile_job, evaluate_job>(
+      system, "gpu pool", "gpu slots", limits,
+      [device](int32_t i) { return fmt::format("{}-slot-{}", device, i); },
+      [settings, device](caf::actor_system& sys) {
+        return sys.spawn<caf::detached>(profiler_slot, settings, device);
+      });
 }
 
 }  // namespace cuda_agent

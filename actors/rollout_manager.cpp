@@ -73,6 +73,15 @@ episode_summary infrastructure_failure(const std::string& id, const task_spec& t
   return s;
 }
 
+// A started episode that failed outside the agent: its tools stop, and it is retried or reported.
+void abandon(rollout_actor* self, const pending_episode& p, const caf::actor& tools,
+             const std::string& id, const task_spec& task, std::string why) {
+  self->send_exit(tools, caf::exit_reason::user_shutdown);
+  --self->state.running;
+  settle(self, p, infrastructure_failure(id, task, std::move(why)));
+  admit(self);
+}
+
 void launch_episode(rollout_actor* self, const pending_episode& p, const episode_config& config,
                     const caf::actor& tools, const caf::actor& policy) {
   auto& st = self->state;
@@ -100,13 +109,8 @@ void launch_episode(rollout_actor* self, const pending_episode& p, const episode
           [=](caf::error& error) {
             self->state.live.erase(id);
             if (!self->state.finished.pending()) return;  // the run was stopped
-            self->send_exit(tools, caf::exit_reason::user_shutdown);
             self->send_exit(episode, caf::exit_reason::user_shutdown);
-            --self->state.running;
-            settle(self, p,
-                   infrastructure_failure(id, task,
-                                          "the episode actor failed: " + self->system().render(error)));
-            admit(self);
+            abandon(self, p, tools, id, task, "the episode actor failed: " + self->system().render(error));
           });
 }
 
@@ -138,11 +142,7 @@ void start_episode(rollout_actor* self, pending_episode p) {
                 std::string{"policy"})
       .then([=](caf::actor& policy) { launch_episode(self, p, config, tools, policy); },
             [=](caf::error& error) {
-              self->send_exit(tools, caf::exit_reason::user_shutdown);
-              --self->state.running;
-              settle(self, p,
-                     infrastructure_failure(id, task, "no policy actor: " + self->system().render(error)));
-              admit(self);
+              abandon(self, p, tools, id, task, "no policy actor: " + self->system().render(error));
             });
 }
 

@@ -117,8 +117,8 @@ caf::actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backen
 
 caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
                         caf::actor recorder) {
-  return spawn_policy(system, make_policy_backend(settings),
-                      {settings.max_concurrency, settings.max_queue}, std::move(recorder));
+  return spawn_policy(system, make_policy_backend(settings), policy_limits::from(settings),
+                      std::move(recorder));
 }
 
 }  // namespace cuda_agent::policy

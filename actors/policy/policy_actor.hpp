@@ -32,6 +32,10 @@ using policy_stats_atom = caf::atom_constant<caf::atom("polstats")>;
 struct policy_limits {
   int32_t max_concurrency = 64;
   int32_t max_queue = 1024;
+
+  static policy_limits from(const policy_settings& settings) {
+    return {settings.max_concurrency, settings.max_queue};
+  }
 };
 
 caf::actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,

@@ -18,6 +18,7 @@ import torch
 
 from harness import exchange, framing, guard, timing
 
+
 def as_output_list(out):
     if isinstance(out, (tuple, list)):
         return list(out)

@@ -17,6 +17,7 @@
 
 #include "actors/policy/demo_backend.hpp"
 #include "actors/process/subprocess.hpp"
+#include "tests/message_log/test_support.hpp"
 #include "tests/support/openai_test_server.hpp"
 
 namespace fs = std::filesystem;
@@ -27,6 +28,7 @@ using cuda_agent::testing::openai_test_server;
 using cuda_agent::testing::received_request;
 using cuda_agent::testing::reply_with;
 using cuda_agent::testing::scripted_reply;
+using cuda_agent::message_log::testing::scratch_dir;
 
 namespace {
 
@@ -38,24 +40,6 @@ size_t assistant_turns(const nlohmann::json& request) {
     if (message.value("role", "") == "assistant") ++turns;
   return turns;
 }
-
-class scratch_dir {
- public:
-  scratch_dir() {
-    std::string pattern = (fs::temp_directory_path() / "openai-episode-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-    fs::permissions(path_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                               fs::perms::others_read | fs::perms::others_exec);
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 }  // namespace
 
@@ -86,6 +70,10 @@ TEST(openai_episode, a_served_model_drives_an_episode_through_real_tools_build_a
   });
 
   scratch_dir scratch;
+  // Sandboxed commands may run as another user and must reach the workdir.
+  fs::permissions(scratch.path(), fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                                      fs::perms::others_exec,
+                  fs::perm_options::add);
   const fs::path log = scratch.path() / "log";
   subprocess_options options;
   options.timeout = std::chrono::minutes{15};

@@ -229,27 +229,16 @@ struct episode_run {
   uint64_t messages = 0, peer_messages = 0, records = 0;
 };
 
-// A pool as spawn_gpu_pool and spawn_compiler_pool build it: named workers under a one_for_one
-// supervisor, the real job_pool in front; only the workers are stand-ins.
+// A pool as spawn_gpu_pool and spawn_compiler_pool build it (spawn_worker_pool); only the
+// workers are stand-ins.
 template <class... Jobs, class StartWorker>
 worker_pool spawn_simulated_pool(caf::actor_system& system, const std::string& name,
                                  int32_t workers, std::size_t max_waiting, StartWorker start) {
-  supervisor_options sup{name + " workers", restart_strategy::one_for_one, {}, {}};
-  job_pool_options options;
-  options.name = name;
-  for (int32_t i = 0; i < workers; ++i) {
-    auto worker = fmt::format("{}-{}", name, i);
-    sup.children.push_back({worker, start});
-    options.workers.push_back(std::move(worker));
-  }
-  worker_pool pool;
-  pool.supervisor = spawn_supervisor(system, std::move(sup));
-  options.supervisor = pool.supervisor;
-  options.max_waiting = max_waiting;
-  options.max_wait = std::chrono::minutes{10};
-  options.job_timeout = std::chrono::minutes{10};
-  pool.pool = spawn_job_pool<Jobs...>(system, std::move(options));
-  return pool;
+  const worker_pool_limits limits{workers, max_waiting, std::chrono::minutes{10},
+                                  std::chrono::minutes{10}};
+  return spawn_worker_pool<Jobs...>(
+      system, name, name + " workers", limits,
+      [name](int32_t i) { return fmt::format("{}-{}", name, i); }, start);
 }
 
 struct driver_state {

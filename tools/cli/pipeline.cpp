@@ -63,11 +63,12 @@ node_services start_node_services(caf::actor_system& system, const settings& con
     // restarted policy actor keeps it (and with it, e.g., the HTTP client's settings).
     const auto policy_settings = policy::policy_settings::from(config);
     std::shared_ptr<policy::policy_backend> backend = policy::make_policy_backend(policy_settings);
-    const policy::policy_limits limits{policy_settings.max_concurrency, policy_settings.max_queue};
+    const auto limits = policy::policy_limits::from(policy_settings);
     supervisor_options supervision;
     supervision.name = "policy";
-    supervision.children.push_back(
-        {"policy", [backend, limits](caf::actor_system& sys) { return policy::spawn_policy(sys, backend, limits); }});
+    supervision.children.push_back({"policy", [backend, limits](caf::actor_system& sys) {
+                                      return policy::spawn_policy(sys, backend, limits);
+                                    }});
     node.policy_supervisor = spawn_supervisor(system, std::move(supervision));
   }
   node.compiler = spawn_compiler_pool(system, build::build_settings::from(config),
