@@ -44,8 +44,8 @@ fi
 if wants rollout; then
   # Two profiler slots share the one GPU so that the set fits the time box; their timings
   # overlap, so speed-ups here are rough and correctness (reward >= 1) is what counts. More
-  # slots would not fit in host memory: a large task's worker holds its five input sets and
-  # reference outputs (some 20 GiB for bench_01_relu) while the candidate holds its copy.
+  # slots would not fit in host memory: a large task's worker holds its five input sets (10 GiB
+  # for bench_01_relu) and their exchange files while the candidate holds its own copy.
   step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots="${GPU_SLOTS:-2}" \
     rollout --corpus bench --policy demo --device cuda --episodes "${EPISODES:-20}" --concurrency 4 \
     --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
