@@ -45,6 +45,7 @@ def build(solution_dir, cache_dir):
         flags.append(f"-I{os.path.join(cpp.CUDA_HOME or '/usr/local/cuda', 'include')}")
     registry = open(os.path.join(HERE, "kernels", "binding_registry.h"), "rb").read()
     objects, jobs = [], []
+    tmp = f".{os.getpid()}.tmp"  # test processes share the cache and may build the same object at once
     for src in sources:
         data = open(src, "rb").read()
         obj = os.path.join(cache_dir, _digest(data, registry, " ".join(flags), os.path.basename(src)) + ".o")
@@ -60,15 +61,15 @@ def build(solution_dir, cache_dir):
         shutil.copy(src, local)
         if src.endswith(".cu"):
             cmd = ["nvcc", "-c", "-std=c++17", "-O2", "-Xcompiler", "-fPIC", "-arch=sm_90"] + \
-                [f for f in flags if f.startswith(("-I", "-D"))] + [local, "-o", obj + ".tmp"]
+                [f for f in flags if f.startswith(("-I", "-D"))] + [local, "-o", obj + tmp]
         else:
-            cmd = ["g++", "-c"] + flags + [local, "-o", obj + ".tmp"]
+            cmd = ["g++", "-c"] + flags + [local, "-o", obj + tmp]
         jobs.append((subprocess.Popen(cmd, stderr=subprocess.PIPE), cmd, obj))
     for proc, cmd, obj in jobs:
         _, err = proc.communicate()
         if proc.returncode != 0:
             raise subprocess.CalledProcessError(proc.returncode, cmd, stderr=err)
-        os.replace(obj + ".tmp", obj)
+        os.replace(obj + tmp, obj)
     module_dir = os.path.join(cache_dir, "mod-" + _digest(*[os.path.basename(o) for o in objects]))
     target = os.path.join(module_dir, "cuda_extension" + sysconfig.get_config_var("EXT_SUFFIX"))
     if not os.path.exists(target):
@@ -78,8 +79,8 @@ def build(solution_dir, cache_dir):
         if any(s.endswith(".cu") for s in sources):
             libs += ["-lc10_cuda", "-ltorch_cuda", "-lcudart"] + \
                 [f"-L{os.path.join(cpp.CUDA_HOME or '/usr/local/cuda', 'lib64')}"]
-        subprocess.run(["g++", "-shared", "-o", target + ".tmp"] + objects + libs, check=True)
-        os.replace(target + ".tmp", target)
+        subprocess.run(["g++", "-shared", "-o", target + tmp] + objects + libs, check=True)
+        os.replace(target + tmp, target)
     return module_dir
 
 
