@@ -3,6 +3,7 @@
 // killed worker is replaced, and the C++ and Python rewards agree.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -48,8 +49,22 @@ int processes_in(const fs::path& dir) {
   return count;
 }
 
+// One root per test process, removed at its exit: CTest runs these tests in parallel, and one
+// process replacing a solution directory under another's running candidate fails that candidate.
+const fs::path& solutions_root() {
+  static const struct owned_dir {
+    fs::path path = fs::temp_directory_path() /
+                    ("cuda-agent-harness-process-test-" + std::to_string(::getpid()));
+    ~owned_dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } root;
+  return root.path;
+}
+
 built_candidate build(const std::string& name) {
-  const fs::path root = fs::temp_directory_path() / "cuda-agent-harness-process-test";
+  const fs::path& root = solutions_root();
   const fs::path src = kHere / "candidates" / name;
   std::ifstream meta_file{src / "candidate.json"};
   const auto meta = nlohmann::json::parse(meta_file);
