@@ -13,11 +13,23 @@ $sudo apt-get install -y -qq --no-install-recommends \
   libcaf-dev libssl-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
   libcli11-dev libtomlplusplus-dev libgtest-dev libcurl4-openssl-dev >/dev/null
 
+# torch with its CUDA libraries is about 5 GiB installed, and pip holds the wheels beside it
+# while it installs; the build adds about 1.2 GiB. Say so at once rather than fail half-installed.
+if ! compgen -G ".venv/lib/python3*/site-packages/torch" >/dev/null; then
+  for dir in "$PWD" "${TMPDIR:-/tmp}"; do
+    free_kib=$(df -Pk "$dir" | awk 'NR == 2 { print $4 }')
+    if [ "$free_kib" -lt $((10 * 1024 * 1024)) ]; then
+      echo "setup: only $((free_kib / 1024)) MiB free under $dir; free at least 10 GiB there (or set TMPDIR to a roomier disk) and run tools/setup.sh again" >&2
+      exit 1
+    fi
+  done
+fi
+
 python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
-.venv/bin/python -m pip install -q -r tools/requirements.txt
+.venv/bin/python -m pip install -q --no-cache-dir -r tools/requirements.txt
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCUDA_AGENT_PYTHON="$PWD/.venv/bin/python" >/dev/null
