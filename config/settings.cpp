@@ -189,6 +189,10 @@ const std::vector<setting_spec>& settings::schema() {
       {"build.bwrap", T::string, "bwrap", {}, 0, 0,
        "The bubblewrap program used when build.sandbox = bwrap."},
       {"build.cxx", T::string, "g++", {}, 0, 0, "Host C++ compiler."},
+      {"build.binding_cxx", T::string, "auto", {}, 0, 0,
+       "Compiler of binding sources: auto (clang++ where it is on PATH, else build.cxx) or a "
+       "program. clang++ instantiates the slim header's templates once, in its precompiled "
+       "header; g++ does it again in every binding file."},
       {"build.nvcc", T::string, "", {}, 0, 0,
        "CUDA compiler; empty: $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc."},
       {"build.kernel_flags", T::string, "-O3", {}, 0, 0,

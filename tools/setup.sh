@@ -9,7 +9,7 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
-  cmake ninja-build g++ ccache python3 python3-venv bubblewrap \
+  cmake ninja-build g++ clang ccache python3 python3-venv bubblewrap \
   libcaf-dev libssl-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
   libcli11-dev libtomlplusplus-dev libgtest-dev libcurl4-openssl-dev >/dev/null
 

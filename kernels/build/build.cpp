@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -190,8 +191,24 @@ struct command_builder {
     return {"-DTORCH_EXTENSION_NAME=cuda_extension", "-DTORCH_API_INCLUDE_EXTENSION_H"};
   }
 
+  // The precompiled slim header beside the slim header: g++ finds a .gch there by itself and
+  // silently ignores one built with other flags (kernels at -O3); clang++ is handed its .pch.
+  std::string precompiled_slim_header() const {
+    return std::string(kSlimDir) + "/torch/extension.h" + (tc.binding_cxx_is_clang ? ".pch" : ".gch");
+  }
+
+  // A binding file with the slim header is compiled by build.binding_cxx (its fast path); every
+  // other source, and a binding file again with the real header, by build.cxx.
   std::vector<std::string> compile(const std::string& rel, source_kind kind,
                                    const std::string& object, bool slim) const {
+    auto argv = compile_without_pch(rel, kind, object, slim);
+    if (kind == source_kind::binding_cpp && slim && tc.binding_cxx_is_clang)
+      argv.insert(argv.end(), {"-include-pch", precompiled_slim_header()});
+    return argv;
+  }
+
+  std::vector<std::string> compile_without_pch(const std::string& rel, source_kind kind,
+                                               const std::string& object, bool slim) const {
     std::vector<std::string> argv;
     if (kind == source_kind::cuda) {
       const std::string compute = "compute_" + arch.substr(3);
@@ -202,7 +219,9 @@ struct command_builder {
               "--expt-relaxed-constexpr"};
       for (const auto& f : split_flags(settings.kernel_flags)) argv.push_back(f);
     } else {
-      argv = {tc.cxx.string(), "-c", rel, "-o", object, "-std=c++17", "-fPIC"};
+      const auto& compiler =
+          kind == source_kind::binding_cpp && slim ? tc.binding_cxx : tc.cxx;
+      argv = {compiler.string(), "-c", rel, "-o", object, "-std=c++17", "-fPIC"};
       const auto& flags =
           kind == source_kind::binding_cpp ? settings.binding_flags : settings.kernel_flags;
       for (const auto& f : split_flags(flags)) argv.push_back(f);
@@ -213,12 +232,16 @@ struct command_builder {
     return argv;
   }
 
-  // A precompiled slim header with exactly the binding files' flags: GCC takes it for every
-  // binding file and silently ignores it where the flags differ (kernels at -O3).
-  std::vector<std::string> precompiled_header(const std::string& header, const std::string& out) const {
-    auto argv = compile(header, source_kind::binding_cpp, out, true);
+  // The slim header precompiled with exactly the binding files' flags. clang++ instantiates its
+  // templates there, once, and embeds the header itself: a PCH names the absolute path it was
+  // built from, a staging dir that is gone by the next build.
+  std::vector<std::string> precompiled_header(const std::string& header) const {
+    auto argv = compile_without_pch(header, source_kind::binding_cpp, precompiled_slim_header(), true);
     argv[1] = "-x";
     argv.insert(argv.begin() + 2, "c++-header");
+    if (tc.binding_cxx_is_clang)
+      argv.insert(argv.end(), {"-fpch-instantiate-templates", "-Xclang",
+                               "-fmodules-embed-file=" + header});
     return argv;
   }
 
@@ -320,7 +343,7 @@ class compiler_runner {
   unit_outcome compile(const compile_unit& unit) {
     unit_outcome outcome = attempt(unit.argv);
     if (!outcome.ok && !outcome.timed_out && !unit.fallback_argv.empty()) {
-      log_.note("# " + unit.rel + ": failed with the slim <torch/extension.h>; again with the real one");
+      log_.note("# " + unit.rel + ": failed with the slim <torch/extension.h>; again by build.cxx with the real one");
       outcome = attempt(unit.fallback_argv, outcome.ms);
     }
     if (outcome.timed_out)
@@ -379,9 +402,17 @@ sandbox_spec make_sandbox(const build_settings& settings, const toolchain& tc,
                                "or set build.sandbox=none");
   }
   spec.read_only = tc.read_only_roots();
+  // The host's library path reaches the compilers (a clang unpacked under /opt/deps finds its
+  // libLLVM there), with its directories readable.
+  if (const char* library_path = std::getenv("LD_LIBRARY_PATH"); library_path && *library_path) {
+    spec.library_path = library_path;
+    std::istringstream dirs(spec.library_path);
+    for (std::string dir; std::getline(dirs, dir, ':');)
+      if (!dir.empty() && fs::is_directory(dir)) spec.read_only.emplace_back(dir);
+  }
   spec.writable = work;
   spec.cwd = stage;
-  spec.path_dirs = {tc.cxx.parent_path()};
+  spec.path_dirs = {tc.cxx.parent_path(), tc.binding_cxx.parent_path()};
   if (!tc.nvcc.empty()) spec.path_dirs.push_back(tc.nvcc.parent_path());
   spec.memory_bytes = settings.memory_mb << 20;
   spec.file_bytes = settings.max_file_mb << 20;
@@ -414,6 +445,7 @@ build_settings build_settings::from(const settings& config) {
   s.sandbox = config.get_string("build.sandbox");
   s.bwrap = config.get_string("build.bwrap");
   s.cxx = config.get_string("build.cxx");
+  s.binding_cxx = config.get_string("build.binding_cxx");
   s.nvcc = config.get_string("build.nvcc");
   s.kernel_flags = config.get_string("build.kernel_flags");
   s.binding_flags = config.get_string("build.binding_flags");
@@ -449,7 +481,7 @@ build_result build_solution(const build_settings& settings, const build_request&
   const toolchain* tc = nullptr;
   std::string arch = request.arch;
   try {
-    tc = &probe_toolchain(settings.python, settings.cxx, settings.nvcc, cuda);
+    tc = &probe_toolchain(settings.python, settings.cxx, settings.binding_cxx, settings.nvcc, cuda);
     if (cuda && arch.empty()) arch = detect_gpu_arch();
   } catch (const std::exception& e) {
     result.error = e.what();
@@ -572,12 +604,13 @@ build_result build_solution(const build_settings& settings, const build_request&
   // The precompiled slim header, built once per toolchain and flags (the first build pays for
   // it), before the binding files that use it. Should it fail, they compile without it.
   const std::string slim_header = std::string(kSlimDir) + "/torch/extension.h";
-  const auto pch_argv = commands.precompiled_header(slim_header, slim_header + ".gch");
+  const std::string staged_pch = commands.precompiled_slim_header();
+  const auto pch_argv = commands.precompiled_header(slim_header);
   sha256 pch_digest;
-  pch_digest.field("pch v1").field(tc->fingerprint).field(settings.sandbox).field(
+  pch_digest.field("pch v2").field(tc->fingerprint).field(settings.sandbox).field(
       slim_torch_extension_h());
   for (const auto& word : pch_argv) pch_digest.field(word);
-  const fs::path pch_path = cache / "pch" / (pch_digest.hex() + ".gch");
+  const fs::path pch_path = cache / "pch" / (pch_digest.hex() + fs::path(staged_pch).extension().string());
   const bool bindings_pending = std::any_of(pending.begin(), pending.end(), [](const compile_unit* u) {
     return u->kind == source_kind::binding_cpp;
   });
@@ -588,13 +621,22 @@ build_result build_solution(const build_settings& settings, const build_request&
         result.step_ms.emplace_back("precompiled header", static_cast<double>(built.elapsed.count()));
         if (built.ok()) {
           fs::create_directories(pch_path.parent_path());
-          publish(stage / (slim_header + ".gch"), pch_path);
+          publish(stage / staged_pch, pch_path);
         } else {
           log.note("# the precompiled slim header did not build (" + built.describe() +
                    "); compiling without it");
         }
       }
-      if (fs::exists(pch_path)) place(pch_path, stage / (slim_header + ".gch"));
+      if (fs::exists(pch_path)) {
+        place(pch_path, stage / staged_pch);
+      } else {
+        // clang++ would fail on a missing -include-pch; the object is the same without it.
+        for (auto* unit : pending) {
+          auto& argv = unit->argv;
+          const auto at = std::find(argv.begin(), argv.end(), "-include-pch");
+          if (at != argv.end()) argv.erase(at, at + 2);
+        }
+      }
     } catch (const std::exception& e) {
       cleanup();
       result.error = std::string("cannot build the precompiled header: ") + e.what();

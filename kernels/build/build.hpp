@@ -36,6 +36,7 @@ struct build_settings {
   std::string sandbox = "bwrap";  // "bwrap" | "none"
   std::string bwrap = "bwrap";
   std::string cxx = "g++";
+  std::string binding_cxx = "auto";  // auto: clang++ where found, else cxx
   std::string nvcc;  // empty: $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc
   std::string kernel_flags = "-O3";
   std::string binding_flags = "-O0";

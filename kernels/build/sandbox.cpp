@@ -25,6 +25,7 @@ std::vector<std::string> sandboxed_command(const sandbox_spec& spec,
        "--setenv", "PATH", path_env, "--setenv", "HOME", spec.writable.string(),
        "--setenv", "TMPDIR", (spec.writable / "tmp").string(), "--setenv", "LC_ALL", "C",
        "--ro-bind", "/usr", "/usr"});
+  if (!spec.library_path.empty()) add({"--setenv", "LD_LIBRARY_PATH", spec.library_path});
   // Merged-/usr systems have /bin, /lib... as links into /usr; older ones as directories.
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
     std::error_code ec;

@@ -20,6 +20,7 @@ struct sandbox_spec {
   std::filesystem::path writable;                    // the build's work dir
   std::filesystem::path cwd;                         // where the compiler runs
   std::vector<std::filesystem::path> path_dirs;      // PATH inside the sandbox
+  std::string library_path;  // LD_LIBRARY_PATH inside (a compiler unpacked under /opt needs it)
   int64_t memory_bytes = 0;
   int64_t file_bytes = 0;
 };

@@ -57,8 +57,23 @@ std::string version_of(const fs::path& program) {
   return program.filename() == "nvcc" ? text.substr(text.rfind('\n') + 1) : first_line(text);
 }
 
-toolchain probe(const std::string& python, const std::string& cxx, const std::string& nvcc,
-                bool cuda) {
+// Whether `compiler` runs here and parses the standard library in C++17: a clang unpacked
+// without its libraries or its own headers is passed over by "auto" instead of failing builds.
+bool compiles_cxx17(const fs::path& compiler) {
+  subprocess_options options;
+  options.timeout = std::chrono::seconds{30};
+  options.stdin_data = "#include <functional>\n#include <string>\n#include <vector>\n";
+  try {
+    return run_subprocess({compiler.string(), "-std=c++17", "-fsyntax-only", "-x", "c++", "-"},
+                          options)
+        .ok();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+toolchain probe(const std::string& python, const std::string& cxx, const std::string& binding_cxx,
+                const std::string& nvcc, bool cuda) {
   toolchain tc;
   tc.python = python;
   subprocess_options options;
@@ -86,6 +101,19 @@ toolchain probe(const std::string& python, const std::string& cxx, const std::st
   if (tc.cxx.empty()) throw std::runtime_error("host compiler '" + cxx + "' not found; set build.cxx");
   tc.cxx_version = version_of(tc.cxx);
 
+  if (binding_cxx == "auto") {
+    tc.binding_cxx = find_program("clang++");
+    if (!tc.binding_cxx.empty() && !compiles_cxx17(tc.binding_cxx)) tc.binding_cxx.clear();
+    if (tc.binding_cxx.empty()) tc.binding_cxx = tc.cxx;
+  } else {
+    tc.binding_cxx = find_program(binding_cxx);
+    if (tc.binding_cxx.empty())
+      throw std::runtime_error("binding compiler '" + binding_cxx +
+                               "' not found; install it or set build.binding_cxx=auto");
+  }
+  tc.binding_cxx_version = tc.binding_cxx == tc.cxx ? tc.cxx_version : version_of(tc.binding_cxx);
+  tc.binding_cxx_is_clang = tc.binding_cxx_version.find("clang") != std::string::npos;
+
   if (cuda) {
     std::string nvcc_name = nvcc;
     if (nvcc_name.empty()) {
@@ -106,7 +134,8 @@ toolchain probe(const std::string& python, const std::string& cxx, const std::st
   sha256 digest;
   for (const auto& part : {tc.torch_dir.string(), tc.torch_version, tc.torch_cuda,
                            tc.python_include.string(), tc.ext_suffix, tc.cxx.string(),
-                           tc.cxx_version, tc.nvcc.string(), tc.nvcc_version})
+                           tc.cxx_version, tc.binding_cxx.string(), tc.binding_cxx_version,
+                           tc.nvcc.string(), tc.nvcc_version})
     digest.field(part);
   tc.fingerprint = digest.hex();
   return tc;
@@ -121,19 +150,28 @@ fs::path toolchain::cuda_lib() const {
 }
 
 std::vector<fs::path> toolchain::read_only_roots() const {
-  std::vector<fs::path> roots{site_packages, python_include, cxx.parent_path()};
+  std::vector<fs::path> roots{site_packages, python_include, cxx.parent_path(),
+                             binding_cxx.parent_path()};
+  // clang finds its own headers beside its real binary (llvm-14/bin/../lib/clang/14.0.6), which
+  // may lie outside /usr where it was unpacked from a .deb.
+  std::error_code ec;
+  const fs::path real_binding_cxx = fs::canonical(binding_cxx, ec);
+  if (!ec && binding_cxx_is_clang) roots.push_back(real_binding_cxx.parent_path().parent_path());
   if (!cuda_home.empty()) roots.push_back(cuda_home);
   return roots;
 }
 
 const toolchain& probe_toolchain(const std::string& python, const std::string& cxx,
-                                 const std::string& nvcc, bool cuda) {
+                                 const std::string& binding_cxx, const std::string& nvcc,
+                                 bool cuda) {
   static std::mutex mutex;
-  static std::map<std::tuple<std::string, std::string, std::string, bool>, toolchain> probed;
+  static std::map<std::tuple<std::string, std::string, std::string, std::string, bool>, toolchain>
+      probed;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(python, cxx, nvcc, cuda);
+  const auto key = std::make_tuple(python, cxx, binding_cxx, nvcc, cuda);
   auto it = probed.find(key);
-  if (it == probed.end()) it = probed.emplace(key, probe(python, cxx, nvcc, cuda)).first;
+  if (it == probed.end())
+    it = probed.emplace(key, probe(python, cxx, binding_cxx, nvcc, cuda)).first;
   return it->second;
 }
 

@@ -19,6 +19,9 @@ struct toolchain {
   std::string ext_suffix;              // ".cpython-312-x86_64-linux-gnu.so"
   std::filesystem::path cxx;           // resolved host compiler
   std::string cxx_version;             // first line of `cxx --version`
+  std::filesystem::path binding_cxx;   // compiler of binding files (build.binding_cxx resolved)
+  std::string binding_cxx_version;
+  bool binding_cxx_is_clang = false;   // decides how the slim header is precompiled and used
   std::filesystem::path nvcc;          // empty unless probed for CUDA
   std::string nvcc_version;
   std::filesystem::path cuda_home;
@@ -34,10 +37,12 @@ struct toolchain {
   std::vector<std::filesystem::path> read_only_roots() const;
 };
 
-// Probes once per (python, cxx, nvcc) and process; throws std::runtime_error with a one-line
-// reason (a python without torch, a missing compiler).
+// Probes once per (python, cxx, binding_cxx, nvcc) and process; throws std::runtime_error with a
+// one-line reason (a python without torch, a missing compiler). binding_cxx "auto" means clang++
+// where it is on PATH, else cxx.
 const toolchain& probe_toolchain(const std::string& python, const std::string& cxx,
-                                 const std::string& nvcc, bool cuda);
+                                 const std::string& binding_cxx, const std::string& nvcc,
+                                 bool cuda);
 
 // "sm_90" for the first visible GPU (nvidia-smi); throws std::runtime_error when none is seen.
 std::string detect_gpu_arch();

@@ -272,11 +272,72 @@ TEST_F(BuildTest, BadRequestsAreInfrastructureErrors) {
   EXPECT_FALSE(no_bwrap.ok);
   EXPECT_NE(no_bwrap.error.find("build.sandbox"), std::string::npos) << no_bwrap.error;
 
+  auto no_binding_cxx = test_settings();
+  no_binding_cxx.binding_cxx = "/nonexistent/clang++";
+  const auto missing_compiler = build_solution(no_binding_cxx, cpu_request(kFixtures / "cpu_add"));
+  EXPECT_FALSE(missing_compiler.ok);
+  EXPECT_NE(missing_compiler.error.find("build.binding_cxx"), std::string::npos)
+      << missing_compiler.error;
+
   // A CUDA source in a CPU build is the candidate's mistake, reported to it.
   const auto cuda_on_cpu = build_solution(test_settings(), cpu_request(kFixtures / "cuda_add"));
   EXPECT_TRUE(cuda_on_cpu.error.empty()) << cuda_on_cpu.error;
   EXPECT_FALSE(cuda_on_cpu.ok);
   EXPECT_NE(cuda_on_cpu.diagnostics.find("kernels/add.cu"), std::string::npos);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Binding files by g++ (its .gch) and by clang++ (a .pch with the templates instantiated): both
+// modules compute the same, and each build's log shows the compiler it was given.
+TEST_F(BuildTest, BindingFilesBuildWithGccAndWithClang) {
+  auto gcc = test_settings();
+  gcc.binding_cxx = gcc.cxx;
+  const fs::path gcc_dir = copy_fixture("cpu_add", "bindings_by_gcc");
+  std::ofstream(gcc_dir / "kernels" / "add_binding.cpp", std::ios::app) << "// by g++\n";
+  const auto by_gcc = build_solution(gcc, cpu_request(gcc_dir));
+  ASSERT_TRUE(by_gcc.ok) << by_gcc.error << by_gcc.diagnostics;
+  const std::string gcc_log = read_text(by_gcc.log_path);
+  EXPECT_EQ(gcc_log.find("-include-pch"), std::string::npos) << gcc_log;
+  EXPECT_TRUE(call_module(by_gcc.module_path, "cpu").ok());
+
+  if (find_program("clang++").empty()) GTEST_SKIP() << "no clang++ on PATH: the g++ half ran";
+  auto clang = test_settings();
+  clang.binding_cxx = "clang++";
+  const fs::path clang_dir = copy_fixture("cpu_add", "bindings_by_clang");
+  std::ofstream(clang_dir / "kernels" / "add_binding.cpp", std::ios::app) << "// by clang++\n";
+  const auto by_clang = build_solution(clang, cpu_request(clang_dir));
+  ASSERT_TRUE(by_clang.ok) << by_clang.error << by_clang.diagnostics;
+  const std::string clang_log = read_text(by_clang.log_path);
+  EXPECT_NE(clang_log.find("clang++ -c kernels/add_binding.cpp"), std::string::npos) << clang_log;
+  EXPECT_NE(clang_log.find("-include-pch .ca_slim/torch/extension.h.pch"), std::string::npos)
+      << clang_log;
+  const auto run = call_module(by_clang.module_path, "cpu");
+  EXPECT_TRUE(run.ok()) << run.describe() << "\n" << run.err;
+}
+
+// A binding file clang++ rejects and g++ accepts (GCC's __builtin_has_attribute) is compiled
+// again by g++ with the real header: no honest solution is lost to the fast path.
+TEST_F(BuildTest, BindingFileClangRejectsIsCompiledAgainByGcc) {
+  if (find_program("clang++").empty()) GTEST_SKIP() << "no clang++ on PATH";
+  auto settings = test_settings();
+  settings.binding_cxx = "clang++";
+  const fs::path dir = copy_fixture("cpu_add", "gnu_binding");
+  std::ofstream(dir / "kernels" / "add_binding.cpp", std::ios::app)
+      << "[[gnu::noinline]] int count_names(int n) { return n + 1; }\n"
+         "static_assert(__builtin_has_attribute(count_names, noinline), \"noinline\");\n";
+  const auto result = build_solution(settings, cpu_request(dir));
+  ASSERT_TRUE(result.error.empty()) << result.error;
+  ASSERT_TRUE(result.ok) << result.diagnostics;
+  const std::string log = read_text(result.log_path);
+  EXPECT_NE(log.find("undeclared identifier 'noinline'"), std::string::npos) << log;
+  EXPECT_NE(log.find("again by build.cxx with the real one"), std::string::npos) << log;
+  EXPECT_TRUE(call_module(result.module_path, "cpu").ok());
 }
 
 TEST_F(BuildTest, CompileResultCarriesTheBuildResult) {
@@ -308,7 +369,7 @@ TEST_F(BuildTest, CudaSolutionBuildsAndRunsOnAGpu) {
     request.arch = "sm_90";
   }
   try {
-    probe_toolchain(settings.python, settings.cxx, settings.nvcc, true);
+    probe_toolchain(settings.python, settings.cxx, settings.binding_cxx, settings.nvcc, true);
   } catch (const std::exception& e) {
     GTEST_SKIP() << "no CUDA toolchain: " << e.what();
   }

@@ -206,6 +206,11 @@ int run_bench_build(const invocation& inv, const build_options& options) {
   const auto warm = checked_build(settings, request, "warm");
   if (!warm.cache_hit) throw std::runtime_error("the unchanged rebuild was not a cache hit");
   const std::string functions = import_check(settings.python, cold.module_path);
+  const auto& tc = build::probe_toolchain(settings.python, settings.cxx, settings.binding_cxx,
+                                          settings.nvcc, request.device == "cuda");
+  std::cout << fmt::format("compilers: {} ({}) for bindings, {} for the rest{}\n",
+                           tc.binding_cxx.string(), tc.binding_cxx_version, tc.cxx.string(),
+                           tc.nvcc.empty() ? "" : " and " + tc.nvcc.string());
 
   std::cout << fmt::format(
       "first build   {:8.2f} s  empty cache: per-toolchain artifacts (precompiled slim header, "
