@@ -564,7 +564,10 @@ build_result build_solution(const build_settings& settings, const build_request&
            request.device + (cuda ? " " + arch : "") + "), module " + module_key);
   try {
     for (const auto& file : solution.files) write_file(stage / file.rel, file.content);
-    write_file(stage / kSlimDir / "torch" / "extension.h", slim_torch_extension_h());
+    // One fixed mtime: clang checks it against the PCH wherever the header's path still exists.
+    const fs::path slim = stage / kSlimDir / "torch" / "extension.h";
+    write_file(slim, slim_torch_extension_h());
+    fs::last_write_time(slim, fs::file_time_type{std::chrono::hours{24}});
     fs::create_directories(stage / kObjDir);
     fs::create_directories(stage / kOutDir);
     fs::create_directories(work / "tmp");
