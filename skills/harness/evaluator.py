@@ -250,11 +250,14 @@ class Evaluator:
         sets, refs = [], []
         for i in range(input_sets):
             torch.manual_seed(seed + 1000003 * (i + 1))
-            inputs = [x.cpu() if isinstance(x, torch.Tensor) else x for x in m.get_inputs()]
+            # Generated where they are used: a GPU fills GiBs of randn in milliseconds, the host in
+            # seconds. Host copies of them travel to the candidate.
+            with torch.device(device):
+                generated = m.get_inputs()
             with torch.no_grad():
-                out = model(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs])
+                out = model(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in generated])
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
-            sets.append(inputs)
+            sets.append([x.cpu() if isinstance(x, torch.Tensor) else x for x in generated])
             refs.append([o.detach().clone() for o in outs])  # on the device: compared there
         return model, init_inputs, state_dict, sets, refs
 
