@@ -57,12 +57,13 @@ std::string version_of(const fs::path& program) {
   return program.filename() == "nvcc" ? text.substr(text.rfind('\n') + 1) : first_line(text);
 }
 
-// Whether `compiler` runs here and parses the standard library in C++17: a clang unpacked
-// without its libraries or its own headers is passed over by "auto" instead of failing builds.
+// Whether `compiler` runs here and finds the standard library and its own headers (<cstddef>
+// needs both; 60 ms): a clang unpacked without its libraries is passed over by "auto" instead of
+// failing builds.
 bool compiles_cxx17(const fs::path& compiler) {
   subprocess_options options;
   options.timeout = std::chrono::seconds{30};
-  options.stdin_data = "#include <functional>\n#include <string>\n#include <vector>\n";
+  options.stdin_data = "#include <cstddef>\n";
   try {
     return run_subprocess({compiler.string(), "-std=c++17", "-fsyntax-only", "-x", "c++", "-"},
                           options)
