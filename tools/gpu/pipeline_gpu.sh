@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU measurements on the H200 host, in stages that fit one device call each:
 #
-#   STAGE=build    tools/gpu/build_and_test.sh (build-gpu/, a few GPU tests; `bench build` unless BENCH_BUILD=0)
+#   STAGE=build    tools/gpu/build_and_test.sh (build-gpu/, the CUDA build test, both binding
+#                  compilers, `bench build` unless BENCH_BUILD=0)
 #   STAGE=harness  the GPU red-team cases and the timing study (repeatability, do_bench agreement)
 #   STAGE=rollout  a demonstration rollout of the bench set on cuda and its hermetic replay,
 #                  then a small `corpus synth` on cuda unless SYNTH=0
@@ -22,8 +23,8 @@ step() { local t0=$SECONDS; "$@"; local rc=$?; echo "step '$*' rc=$rc in $((SECO
 wants() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
 
 if wants build; then
-  OUT_DIR="$out" BUILD_DIR=build-gpu step timeout 330 bash tools/gpu/build_and_test.sh \
-    -R "${CTEST_REGEX:-BuildTest.Cuda|device_query}"
+  OUT_DIR="$out" BUILD_DIR=build-gpu step timeout "${BUILD_S:-420}" bash tools/gpu/build_and_test.sh \
+    -R "${CTEST_REGEX:-BuildTest.Cuda|BuildTest.BindingFile|device_query}"
 fi
 bin=build-gpu/tools/cuda-agent
 [ -x "$bin" ] || { echo "no $bin: run STAGE=build first on this machine" >&2; exit 2; }
