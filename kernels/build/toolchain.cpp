@@ -114,6 +114,7 @@ toolchain probe(const std::string& python, const std::string& cxx, const std::st
   }
   tc.binding_cxx_version = tc.binding_cxx == tc.cxx ? tc.cxx_version : version_of(tc.binding_cxx);
   tc.binding_cxx_is_clang = tc.binding_cxx_version.find("clang") != std::string::npos;
+  tc.gold = find_program("ld.gold");
 
   if (cuda) {
     std::string nvcc_name = nvcc;
@@ -136,7 +137,7 @@ toolchain probe(const std::string& python, const std::string& cxx, const std::st
   for (const auto& part : {tc.torch_dir.string(), tc.torch_version, tc.torch_cuda,
                            tc.python_include.string(), tc.ext_suffix, tc.cxx.string(),
                            tc.cxx_version, tc.binding_cxx.string(), tc.binding_cxx_version,
-                           tc.nvcc.string(), tc.nvcc_version})
+                           tc.gold.string(), tc.nvcc.string(), tc.nvcc_version})
     digest.field(part);
   tc.fingerprint = digest.hex();
   return tc;

@@ -22,6 +22,7 @@ struct toolchain {
   std::filesystem::path binding_cxx;   // compiler of binding files (build.binding_cxx resolved)
   std::string binding_cxx_version;
   bool binding_cxx_is_clang = false;   // decides how the slim header is precompiled and used
+  std::filesystem::path gold;          // ld.gold where installed: the module's linker
   std::filesystem::path nvcc;          // empty unless probed for CUDA
   std::string nvcc_version;
   std::filesystem::path cuda_home;
