@@ -29,6 +29,7 @@ using clock_type = std::chrono::steady_clock;
 // Inside the staging directory, next to the solution's own kernels/: names a solution cannot
 // bring (only kernels/ and top-level headers are staged).
 constexpr const char* kSlimDir = ".ca_slim";
+constexpr const char* kSlimHeader = ".ca_slim/torch/extension.h";  // found through -I.ca_slim
 constexpr const char* kObjDir = ".ca_obj";
 constexpr const char* kOutDir = ".ca_out";
 constexpr const char* kModuleName = "cuda_extension";
@@ -39,6 +40,14 @@ constexpr size_t kMaxSolutionFiles = 2000;
 struct candidate_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// argv without the first `option` and the `values` words after it.
+std::vector<std::string> without_option(std::vector<std::string> argv, const std::string& option,
+                                        size_t values) {
+  const auto at = std::find(argv.begin(), argv.end(), option);
+  if (at != argv.end()) argv.erase(at, at + 1 + static_cast<std::ptrdiff_t>(values));
+  return argv;
+}
 
 std::vector<std::string> split_flags(const std::string& text) {
   std::istringstream in(text);
@@ -194,7 +203,7 @@ struct command_builder {
   // The precompiled slim header beside the slim header: g++ finds a .gch there by itself and
   // silently ignores one built with other flags (kernels at -O3); clang++ is handed its .pch.
   std::string precompiled_slim_header() const {
-    return std::string(kSlimDir) + "/torch/extension.h" + (tc.binding_cxx_is_clang ? ".pch" : ".gch");
+    return std::string(kSlimHeader) + (tc.binding_cxx_is_clang ? ".pch" : ".gch");
   }
 
   // A binding file with the slim header is compiled by build.binding_cxx (its fast path); every
@@ -567,7 +576,7 @@ build_result build_solution(const build_settings& settings, const build_request&
   try {
     for (const auto& file : solution.files) write_file(stage / file.rel, file.content);
     // One fixed mtime: clang checks it against the PCH wherever the header's path still exists.
-    const fs::path slim = stage / kSlimDir / "torch" / "extension.h";
+    const fs::path slim = stage / kSlimHeader;
     write_file(slim, slim_torch_extension_h());
     fs::last_write_time(slim, fs::file_time_type{std::chrono::hours{24}});
     fs::create_directories(stage / kObjDir);
@@ -608,9 +617,8 @@ build_result build_solution(const build_settings& settings, const build_request&
 
   // The precompiled slim header, built once per toolchain and flags (the first build pays for
   // it), before the binding files that use it. Should it fail, they compile without it.
-  const std::string slim_header = std::string(kSlimDir) + "/torch/extension.h";
   const std::string staged_pch = commands.precompiled_slim_header();
-  const auto pch_argv = commands.precompiled_header(slim_header);
+  const auto pch_argv = commands.precompiled_header(kSlimHeader);
   sha256 pch_digest;
   pch_digest.field("pch v2").field(tc->fingerprint).field(settings.sandbox).field(
       slim_torch_extension_h());
@@ -636,11 +644,7 @@ build_result build_solution(const build_settings& settings, const build_request&
         place(pch_path, stage / staged_pch);
       } else {
         // clang++ would fail on a missing -include-pch; the object is the same without it.
-        for (auto* unit : pending) {
-          auto& argv = unit->argv;
-          const auto at = std::find(argv.begin(), argv.end(), "-include-pch");
-          if (at != argv.end()) argv.erase(at, at + 2);
-        }
+        for (auto* unit : pending) unit->argv = without_option(std::move(unit->argv), "-include-pch", 1);
       }
     } catch (const std::exception& e) {
       cleanup();
@@ -709,14 +713,11 @@ build_result build_solution(const build_settings& settings, const build_request&
   try {
     linked = runner.run(link_argv);
     // Should gold itself fail where no symbol is missing, ld gets the same objects.
-    const auto gold = std::find(link_argv.begin(), link_argv.end(), "-fuse-ld=gold");
-    if (!linked.ok() && !linked.timed_out && gold != link_argv.end() &&
+    if (!linked.ok() && !linked.timed_out && !tc->gold.empty() &&
         undefined_symbols(linked.out + linked.err).empty()) {
       log.note("# the link with gold failed (" + linked.describe() + "); again with ld");
-      auto with_ld = link_argv;
-      with_ld.erase(with_ld.begin() + (gold - link_argv.begin()));
       const auto first_ms = linked.elapsed;
-      linked = runner.run(with_ld);
+      linked = runner.run(without_option(link_argv, "-fuse-ld=gold", 0));
       linked.elapsed += first_ms;
     }
     result.step_ms.emplace_back("link", static_cast<double>(linked.elapsed.count()));

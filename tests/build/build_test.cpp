@@ -87,6 +87,23 @@ class BuildTest : public ::testing::Test {
     return to;
   }
 
+  static std::string read_text(const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  // cpu_add, its binding file marked as new, built with `binding_cxx` compiling binding files.
+  static build_result build_with_binding_compiler(const std::string& binding_cxx,
+                                                  const std::string& as) {
+    auto settings = test_settings();
+    settings.binding_cxx = binding_cxx;
+    const fs::path dir = copy_fixture("cpu_add", as);
+    std::ofstream(dir / "kernels" / "add_binding.cpp", std::ios::app) << "// " << as << "\n";
+    return build_solution(settings, cpu_request(dir));
+  }
+
   // Imports the module with the harness python and checks add_scaled_forward against torch.
   static subprocess_result call_module(const fs::path& module_path, const std::string& device) {
     subprocess_options options;
@@ -156,10 +173,7 @@ TEST_F(BuildTest, UnchangedRebuildIsACacheHitAndAnEditIsAMiss) {
   // The kernel now computes a + 3b (with a comment no earlier run wrote): only that file is
   // compiled again, and the module says so.
   {
-    std::ifstream in(dir / "kernels" / "add.cpp");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string source = text.str();
+    std::string source = read_text(dir / "kernels" / "add.cpp");
     const auto at = source.find("2.0f");
     ASSERT_NE(at, std::string::npos);
     source.replace(at, 4, "3.0f");
@@ -286,32 +300,17 @@ TEST_F(BuildTest, BadRequestsAreInfrastructureErrors) {
   EXPECT_NE(cuda_on_cpu.diagnostics.find("kernels/add.cu"), std::string::npos);
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Binding files by g++ (its .gch) and by clang++ (a .pch with the templates instantiated): both
 // modules compute the same, and each build's log shows the compiler it was given.
 TEST_F(BuildTest, BindingFilesBuildWithGccAndWithClang) {
-  auto gcc = test_settings();
-  gcc.binding_cxx = gcc.cxx;
-  const fs::path gcc_dir = copy_fixture("cpu_add", "bindings_by_gcc");
-  std::ofstream(gcc_dir / "kernels" / "add_binding.cpp", std::ios::app) << "// by g++\n";
-  const auto by_gcc = build_solution(gcc, cpu_request(gcc_dir));
+  const auto by_gcc = build_with_binding_compiler(test_settings().cxx, "bindings_by_gcc");
   ASSERT_TRUE(by_gcc.ok) << by_gcc.error << by_gcc.diagnostics;
   const std::string gcc_log = read_text(by_gcc.log_path);
   EXPECT_EQ(gcc_log.find("-include-pch"), std::string::npos) << gcc_log;
   EXPECT_TRUE(call_module(by_gcc.module_path, "cpu").ok());
 
   if (find_program("clang++").empty()) GTEST_SKIP() << "no clang++ on PATH: the g++ half ran";
-  auto clang = test_settings();
-  clang.binding_cxx = "clang++";
-  const fs::path clang_dir = copy_fixture("cpu_add", "bindings_by_clang");
-  std::ofstream(clang_dir / "kernels" / "add_binding.cpp", std::ios::app) << "// by clang++\n";
-  const auto by_clang = build_solution(clang, cpu_request(clang_dir));
+  const auto by_clang = build_with_binding_compiler("clang++", "bindings_by_clang");
   ASSERT_TRUE(by_clang.ok) << by_clang.error << by_clang.diagnostics;
   const std::string clang_log = read_text(by_clang.log_path);
   EXPECT_NE(clang_log.find("clang++ -c kernels/add_binding.cpp"), std::string::npos) << clang_log;
