@@ -2,8 +2,8 @@
 run the four filters in bounded worker processes, write what passes into a set directory, and
 summarise why the rest were rejected.
 
-Workers: on cuda one process per visible GPU (each pinned with CUDA_VISIBLE_DEVICES), on cpu a
-configurable number. A worker runs `filters.filter_task` on plain dicts, so the same function
+Workers: on cuda one process per visible GPU by default, each pinned with CUDA_VISIBLE_DEVICES
+(more workers than GPUs share them round-robin); on cpu a configurable number. A worker runs `filters.filter_task` on plain dicts, so the same function
 can later be dispatched to a GPU pool slot instead.
 """
 from __future__ import annotations
@@ -48,18 +48,25 @@ def _worker_count(cfg: SynthConfig) -> int:
     if cfg.workers > 0:
         return cfg.workers
     if cfg.device.startswith("cuda"):
-        import torch
-        return max(1, torch.cuda.device_count())
+        return max(1, _gpu_count())
     return 2
+
+
+def _gpu_count() -> int:
+    import torch
+    return torch.cuda.device_count()
 
 
 def _make_pool(cfg: SynthConfig, workers: int):
     ctx = mp.get_context("spawn")  # no inherited torch or CUDA state
     queue = None
     if cfg.device.startswith("cuda"):
+        gpus = _gpu_count()
+        if gpus < 1:
+            raise RuntimeError("corpus synth --device cuda: no CUDA GPU is visible; use --device cpu")
         queue = ctx.Manager().Queue()
         for i in range(workers):
-            queue.put(i)
+            queue.put(i % gpus)  # an index past the last GPU would hide every GPU from the worker
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                                   initargs=(queue,))
 

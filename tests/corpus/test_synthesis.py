@@ -138,3 +138,26 @@ def test_synth_end_to_end_with_compile(tmp_path):
                                    filter=filters.FilterConfig(compile=False, runtime_min_ms=0.0)))
     assert again["rejected"].get("reference_dedup", 0) >= summary["accepted"]
     json.dumps(summary)  # the summary is plain JSON
+
+
+def _visible_devices(_):
+    import os
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_cuda_workers_past_the_gpu_count_share_the_gpus(monkeypatch):
+    """Three workers on a one-GPU host must all see GPU 0: an index past the last GPU would
+    hide every GPU from the worker ("No CUDA GPUs are available" for every task it filters)."""
+    from cuda_agent_corpus import synth
+    monkeypatch.setattr(synth, "_gpu_count", lambda: 1)
+    cfg = SynthConfig(out_dir="unused", device="cuda", workers=3)
+    with synth._make_pool(cfg, 3) as pool:
+        seen = set(pool.map(_visible_devices, range(12)))
+    assert seen == {"0"}
+
+
+def test_cuda_synth_without_a_gpu_is_a_clear_error(monkeypatch):
+    from cuda_agent_corpus import synth
+    monkeypatch.setattr(synth, "_gpu_count", lambda: 0)
+    with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
+        synth._make_pool(SynthConfig(out_dir="unused", device="cuda", workers=2), 2)
