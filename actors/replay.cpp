@@ -157,7 +157,12 @@ replay_report run_replay(caf::actor_system& system, const std::vector<message_lo
   std::lock_guard<std::mutex> lock{sink->mutex};
   const auto& replayed = sink->messages;
   report.replayed = replayed.size();
-  const std::size_t n = std::max(records.size(), replayed.size());
+  report.incomplete = std::none_of(records.begin(), records.end(), [](const message_log::record& r) {
+    return r.type == "episode_ended";
+  });
+  // Past the end of an incomplete episode's records the replay runs out of recorded answers;
+  // what it sends there has nothing to be compared with.
+  const std::size_t n = report.incomplete ? records.size() : std::max(records.size(), replayed.size());
   for (std::size_t i = 0; i < n; ++i) {
     const auto expected = i < records.size()
                               ? normalise(records[i].sender, records[i].receiver, records[i].type,
@@ -174,7 +179,7 @@ replay_report run_replay(caf::actor_system& system, const std::vector<message_lo
       report.actual = shorten(actual);
     }
   }
-  report.identical = report.differing == 0 && report.error.empty();
+  report.identical = report.differing == 0 && (report.error.empty() || report.incomplete);
   return report;
 }
 

@@ -28,6 +28,9 @@ namespace cuda_agent {
 struct replay_report {
   std::string episode_id;
   bool identical = false;
+  // The log holds no episode_ended for it: the run stopped while it was in flight. Only the
+  // recorded messages are compared, and `identical` says whether they all replayed.
+  bool incomplete = false;
   std::size_t recorded = 0;  // messages of the episode in the log
   std::size_t replayed = 0;  // messages the replayed episode sent
   std::size_t differing = 0;

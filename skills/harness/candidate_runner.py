@@ -16,7 +16,7 @@ import traceback
 
 import torch
 
-from harness import exchange, framing, guard, timing
+from harness import exchange, framing, guard, task_inputs, timing
 
 
 def as_output_list(out):
@@ -60,6 +60,8 @@ class Runner:
         self.poisoned = []
         self.exchange = None
         self.timing_inputs = None
+        self.task = None
+        self.sets = None
 
     # --- load -------------------------------------------------------------------------------
     def load(self, req):
@@ -84,10 +86,9 @@ class Runner:
         self.dynamo_frames = guard.dynamo_frames()
         import harness.candidate_runner as me
         self.identity = guard.IdentitySnapshot()
-        self.identity.table.update({f"harness.guard.{k}": v for k, v in vars(guard).items()
-                                    if callable(v)})
-        self.identity.table.update({f"harness.candidate_runner.{k}": v for k, v in vars(me).items()
-                                    if callable(v)})
+        for prefix, module in (("harness.guard", guard), ("harness.candidate_runner", me),
+                               ("harness.task_inputs", task_inputs)):
+            self.identity.watch(prefix, module)
         self.audit = guard.AuditGuard(self.violations, req.get("allowed_write_dirs", []) + [solution_dir],
                                       task_path)
         modules_before = set(sys.modules)
@@ -159,6 +160,7 @@ class Runner:
             spec.loader.exec_module(reference)
         finally:
             self.audit.harness_io -= 1
+        self.task = reference  # its get_inputs draws the input sets here (task_inputs)
         Model = reference.Model
         named = {c.__name__ for c in ModelNew.__mro__}
         if "Model" in named and ModelNew.__name__ != "Model" and any(
@@ -257,9 +259,16 @@ class Runner:
         return outs, flags
 
     # --- verify --------------------------------------------------------------------------------
+    def draw(self, req):
+        """The job's input sets, drawn here from its seeds; their fingerprints go back to be
+        compared with the reference's before anything runs on them."""
+        self.sets = [self._draw(seed) for seed in req["seeds"]]
+        return {"fingerprints": [task_inputs.fingerprint(values) for values in self.sets]}
+
     def verify(self, req):
-        sets = [[x.to(self.device) if isinstance(x, torch.Tensor) else x for x in self.exchange.take(name)]
-                for name in req["input_sets"]]
+        sets, self.sets = self.sets, None
+        if sets is None:
+            raise RuntimeError("verify before draw")
         poisoned = []
         buffers = None
         for i, values in enumerate(sets):
@@ -280,11 +289,16 @@ class Runner:
                    for outs in self.kept_outputs[-len(sets):]]
         return {"outputs": outputs, "poisoned": poisoned}
 
+    def _draw(self, seed):
+        if self.task is None:
+            raise RuntimeError("inputs asked for before the candidate was loaded")
+        with torch.no_grad():
+            return task_inputs.draw(self.task, int(seed), self.device)
+
     # --- time ----------------------------------------------------------------------------------
     def time(self, req):
-        if "inputs" in req:  # kept for the requests that follow without them
-            self.timing_inputs = [x.to(self.device) if isinstance(x, torch.Tensor) else x
-                                  for x in self.exchange.take(req["inputs"])]
+        if "seed" in req:  # kept for the requests that follow without one
+            self.timing_inputs = self._draw(req["seed"])
         if self.timing_inputs is None:
             raise RuntimeError("a time request before any inputs")
         inputs = self.timing_inputs
@@ -308,12 +322,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cmd-fd", type=int, required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     cmd_fd, reply_fd = args.cmd_fd, args.reply_fd
+    if args.device.startswith("cuda"):  # the context comes up while the worker computes the reference
+        try:
+            torch.empty(1, device=args.device)
+        except Exception:
+            pass  # load tries again and reports the failure
     os.dup2(2, 1)  # the candidate's prints go to the log, never into the reply channel
     sys.stdout = sys.stderr
     runner = Runner()
-    handlers = {"load": runner.load, "verify": runner.verify, "time": runner.time}
+    handlers = {"load": runner.load, "draw": runner.draw, "verify": runner.verify, "time": runner.time}
     while True:
         try:
             req = framing.read_frame(cmd_fd, wide=True)

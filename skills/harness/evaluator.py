@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from harness import exchange, framing, reward, timing
+from harness import exchange, framing, reward, task_inputs, timing
 
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # skills/
 
@@ -77,7 +77,8 @@ class CandidateProcess:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
         self.proc = subprocess.Popen(
-            [python, "-m", "harness.candidate_runner", "--cmd-fd", str(cmd_r), "--reply-fd", str(reply_w)],
+            [python, "-m", "harness.candidate_runner", "--cmd-fd", str(cmd_r), "--reply-fd", str(reply_w),
+             "--device", device],
             pass_fds=(cmd_r, reply_w), stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
             cwd=solution_dir, env=env, start_new_session=True, preexec_fn=limits)
         os.close(cmd_r)
@@ -242,24 +243,26 @@ class Evaluator:
 
     # --- the reference -------------------------------------------------------------------------
     def reference(self, task, device, seed, input_sets):
+        """The model, its weights and, per input set, the seed, the fingerprint of the inputs and
+        the reference outputs (on the device: compared there). Only the first set's inputs are
+        kept, for timing; the child draws its own from the seeds (task_inputs)."""
         m = task.module
         torch.manual_seed(seed)
         init_inputs = m.get_init_inputs()
         model = m.Model(*init_inputs).to(device).eval()
         state_dict = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-        sets, refs = [], []
+        seeds, prints, refs, first = [], [], [], None
         for i in range(input_sets):
-            torch.manual_seed(seed + 1000003 * (i + 1))
-            # Generated where they are used: a GPU fills GiBs of randn in milliseconds, the host in
-            # seconds. Host copies of them travel to the candidate.
-            with torch.device(device):
-                generated = m.get_inputs()
+            seeds.append(task_inputs.set_seed(seed, i))
+            generated = task_inputs.draw(m, seeds[-1], device)
+            prints.append(task_inputs.fingerprint(generated))
+            if i == 0:
+                first = generated
             with torch.no_grad():
-                out = model(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in generated])
+                out = model(*generated)
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
-            sets.append([x.cpu() if isinstance(x, torch.Tensor) else x for x in generated])
-            refs.append([o.detach().clone() for o in outs])  # on the device: compared there
-        return model, init_inputs, state_dict, sets, refs
+            refs.append([o.detach().clone() for o in outs])
+        return model, init_inputs, state_dict, seeds, prints, first, refs
 
     # --- one job -------------------------------------------------------------------------------
     def run(self, req, want_profile=True):
@@ -278,12 +281,18 @@ class Evaluator:
         task = self.task(o["task_path"])
         seed = int(o["seed"]) or int.from_bytes(os.urandom(4), "little") % (1 << 30) + 1
         phases = PhaseLog(record["job_id"])
-        model, init_inputs, state_dict, sets, refs = self.reference(task, device, seed, int(o["input_sets"]))
+        # The child starts first: its interpreter, torch and CUDA come up while the reference runs.
+        child = CandidateProcess(o["solution_dir"], device, o["memory_limit_mb"])
+        try:
+            model, init_inputs, state_dict, seeds, prints, first_inputs, refs = self.reference(
+                task, device, seed, int(o["input_sets"]))
+        except BaseException:
+            child.close()
+            raise
         phases.mark("reference")
 
         module_path = o["module_path"]
         module_dir = module_path if os.path.isdir(module_path) else os.path.dirname(module_path)
-        child = CandidateProcess(o["solution_dir"], device, o["memory_limit_mb"])
         violations = {}
         try:
             deadline = time.monotonic() + float(o["timeout_s"])
@@ -297,7 +306,20 @@ class Evaluator:
             if not reply["ok"]:
                 raise CandidateFailure(f"loading the candidate failed: {reply['error']}")
             phases.mark("load")
-            reply = child.request({"op": "verify", "input_sets": [child.put(s, "inputs") for s in sets]}, deadline)
+            reply = child.request({"op": "draw", "seeds": seeds}, deadline)
+            violations.update(reply.get("violations") or {})
+            if not reply["ok"]:
+                raise CandidateFailure(f"drawing the inputs failed: {reply['error']}")
+            drawn = reply.get("fingerprints")
+            for i, ours in enumerate(prints):
+                differs = task_inputs.difference(ours, drawn[i] if isinstance(drawn, list) and i < len(drawn) else None)
+                if differs:
+                    raise CandidateFailure(
+                        f"input set {i} came out different in the candidate's process ({differs}): "
+                        "get_inputs() must draw only from torch's or Python's seeded generator, and "
+                        "the candidate must not change torch's generator or defaults")
+            phases.mark("draw")
+            reply = child.request({"op": "verify"}, deadline)
             violations.update(reply.get("violations") or {})
             if not reply["ok"]:
                 raise CandidateFailure(f"forward failed: {reply['error']}")
@@ -306,7 +328,7 @@ class Evaluator:
             error = self.judge(outputs, refs, reply["poisoned"], violations, o, device)
             phases.mark("judge")
             if error is None and not violations and want_profile:
-                self.profile(task, model, sets[0], refs[0], child, o, profile, violations, device)
+                self.profile(task, model, first_inputs, seeds[0], refs[0], child, o, profile, violations, device)
                 phases.mark("profile")
             record["correct"] = error is None and not violations
             record["error"] = error or ""
@@ -366,8 +388,7 @@ class Evaluator:
                         str(o["timed_runs"]), str(o["compile_mode"])])
         return os.path.join(cache_dir, hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
 
-    def profile(self, task, model, inputs_cpu, ref0, child, o, profile, violations, device):
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs_cpu]
+    def profile(self, task, model, inputs, seed0, ref0, child, o, profile, violations, device):
         warmup, runs = int(o["warmup_runs"]), max(1, int(o["timed_runs"]))
         timer = self.timer(device)
         path = self.baseline_path(task, o, device)
@@ -385,8 +406,8 @@ class Evaluator:
             for _ in range(warmup):
                 timer.time_once(model, inputs)
                 timer.time_once(compiled_fn, inputs)
-            # The inputs cross once; the child keeps them for the single runs that follow.
-            reply = child.request({"op": "time", "inputs": child.put(inputs_cpu, "inputs"), "warmup": warmup, "runs": 0},
+            # The child draws the first set once and keeps it for the single runs that follow.
+            reply = child.request({"op": "time", "seed": seed0, "warmup": warmup, "runs": 0},
                                   time.monotonic() + budget)
             self._check_time_reply(reply, violations)
             for i in range(runs):  # interleaved: eager, compiled, candidate, eager, ...
@@ -404,7 +425,7 @@ class Evaluator:
                 os.replace(tmp, path)
         else:
             eager, compiled = cached["eager"], cached["compiled"]
-            reply = child.request({"op": "time", "inputs": child.put(inputs_cpu, "inputs"), "warmup": warmup, "runs": runs,
+            reply = child.request({"op": "time", "seed": seed0, "warmup": warmup, "runs": runs,
                                    "return_output": True}, time.monotonic() + budget)
             candidate = self._check_time_reply(reply, violations)
         if "output" in reply:

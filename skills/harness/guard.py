@@ -174,10 +174,18 @@ def _identity_table():
 class IdentitySnapshot:
     def __init__(self):
         self.table = _identity_table()
+        self.watched = {}  # prefix -> (module, {name: function}) beyond the fixed table
+
+    def watch(self, prefix, module):
+        """Also watch the module's functions (the harness's own, which a candidate could replace)."""
+        self.watched[prefix] = (module, {k: v for k, v in vars(module).items() if callable(v)})
 
     def changed(self):
         now = _identity_table()
-        return sorted(k for k, v in self.table.items() if k in now and now[k] is not v)
+        found = [k for k, v in self.table.items() if k in now and now[k] is not v]
+        for prefix, (module, functions) in self.watched.items():
+            found += [f"{prefix}.{k}" for k, v in functions.items() if vars(module).get(k) is not v]
+        return sorted(found)
 
 
 class AuditGuard:

@@ -152,6 +152,40 @@ TEST_F(peers_fixture, hermetic_replay_reports_the_first_divergence) {
   EXPECT_NE(report.actual.find("compile_job"), std::string::npos) << report.actual;
 }
 
+// A rollout stopped mid-run leaves episodes without an end in the log: their recorded prefix is
+// compared, and a change inside it is still a divergence.
+TEST_F(peers_fixture, hermetic_replay_of_an_episode_cut_short_compares_what_was_recorded) {
+  auto policy = system->spawn(scripted_policy,
+                              std::vector<policy_response>{
+                                  with_calls({bash("c1", "ls")}), with_calls({bash("c2", "ls")}),
+                                  done()},
+                              0, 0ms);
+  run(config(), policy);
+  auto records = episode_records(message_log::read_all(dir.log()).records, "ep-1");
+  std::size_t second_turn = 0;
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (records[i].type == "policy_response" && decode<policy_response>(records[i].payload).turn == 2)
+      second_turn = i;
+  ASSERT_GT(second_turn, 0u);
+  ASSERT_GT(records.size(), second_turn + 2);
+  records.resize(second_turn + 2);  // the log ends after the tool call of the policy's second answer
+
+  auto report = replay_hermetic(*system, records);
+  EXPECT_TRUE(report.incomplete);
+  EXPECT_TRUE(report.identical) << report.error << "\nat " << report.first_divergence
+                                << "\nexpected " << report.expected << "\nactual   "
+                                << report.actual;
+
+  auto changed = decode<policy_response>(records[second_turn].payload);
+  changed.tool_calls.clear();
+  records[second_turn].payload = encode(changed);
+  report = replay_hermetic(*system, records);
+  EXPECT_TRUE(report.incomplete);
+  EXPECT_FALSE(report.identical);
+  EXPECT_EQ(report.first_divergence, second_turn + 1);
+  EXPECT_NE(report.expected.find("tool_request"), std::string::npos) << report.expected;
+}
+
 TEST_F(peers_fixture, hermetic_replay_of_a_timed_out_episode_feeds_the_recorded_deadline) {
   auto policy = system->spawn(scripted_policy, std::vector<policy_response>{}, 0, 150ms);
   auto c = config();

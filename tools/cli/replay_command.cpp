@@ -24,6 +24,12 @@ struct replay_options {
 };
 
 void print_report(const replay_report& r) {
+  if (r.identical && r.incomplete) {
+    std::cout << fmt::format("{:<28} incomplete in the log (the run stopped before it ended): "
+                             "its {} recorded messages replayed identically\n",
+                             r.episode_id, r.recorded);
+    return;
+  }
   if (r.identical) {
     std::cout << fmt::format("{:<28} identical ({} messages)\n", r.episode_id, r.recorded);
     return;
@@ -57,7 +63,7 @@ int run_replay(const settings& config, const replay_options& o) {
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
   caf::actor_system system{cfg};
-  int diverged = 0;
+  int diverged = 0, incomplete = 0;
   {
     node_services node;
     const std::time_t now = std::time(nullptr);
@@ -82,12 +88,16 @@ int run_replay(const settings& config, const replay_options& o) {
       }
       print_report(report);
       diverged += !report.identical;
+      incomplete += report.identical && report.incomplete;
     }
     node.stop();
   }
   system.await_all_actors_done();
-  std::cout << fmt::format("{} of {} episodes {}\n", episodes.size() - diverged, episodes.size(),
-                           o.live ? "reproduced live" : "replayed identically");
+  std::cout << fmt::format("{} of {} episodes {}{}\n", episodes.size() - diverged, episodes.size(),
+                           o.live ? "reproduced live" : "replayed identically",
+                           incomplete ? fmt::format(" ({} incomplete in the log, as far as recorded)",
+                                                    incomplete)
+                                      : "");
   return diverged == 0 ? 0 : 1;
 }
 

@@ -6,7 +6,9 @@
 #   STAGE=harness  the GPU red-team cases and the timing study (repeatability, do_bench agreement)
 #   STAGE=rollout  a demonstration rollout of the bench set on cuda and its hermetic replay,
 #                  then a small `corpus synth` on cuda unless SYNTH=0
-#   STAGE=all      all three (the default)
+#   STAGE=corpus   every bench demonstration through `cuda-agent check` (DEMO_GROUPS streams at
+#                  once) while a `corpus synth` runs on cuda
+#   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
 # its own time box; results go to $OUT_DIR (default $OUT, else runs/pipeline_gpu).
@@ -20,7 +22,7 @@ export PATH=/usr/local/cuda/bin:/opt/deps/usr/bin:$PATH
 export CUDA_AGENT_HARNESS_PHASES=1  # the harness logs each job's phases (skills/harness/evaluator.py)
 export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step() { local t0=$SECONDS; "$@"; local rc=$?; echo "step '$*' rc=$rc in $((SECONDS - t0)) s" | tee -a "$out/steps.txt" >&2; }
-wants() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
+wants() { [ "$stage" = "$1" ] || { [ "$stage" = all ] && [ "$1" != corpus ]; }; }
 
 if wants build; then
   OUT_DIR="$out" BUILD_DIR=build-gpu step timeout "${BUILD_S:-420}" bash tools/gpu/build_and_test.sh \
@@ -56,5 +58,24 @@ if wants rollout; then
       --out "$out/synth_cuda" --count "${SYNTH_COUNT:-24}" --workers 6 --summary "$out/synth_cuda.json" \
       > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
   fi
+fi
+
+if wants corpus; then
+  # The checks share the GPU with each other and with synth: correctness and reward >= 1 are what
+  # this measures; their speed-ups are rough. One stream per group of task ids.
+  groups=${DEMO_GROUPS:-"bench_0[1-5]*|bench_0[6-9]* bench_10*|bench_1[1-5]*|bench_1[6-9]* bench_20*"}
+  IFS='|' read -r -a group_list <<< "$groups"
+  pids=()
+  for i in "${!group_list[@]}"; do
+    CUDA_AGENT="$bin" timeout "${DEMOS_S:-200}" bash corpus/check_demos.sh bench cuda "${group_list[$i]}" \
+      > "$out/demos_$i.txt" 2> "$out/demos_$i.log" &
+    pids+=($!)
+  done
+  step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
+    --out "$out/synth_cuda" --count "${SYNTH_COUNT:-16}" --workers "${SYNTH_WORKERS:-2}" \
+    --summary "$out/synth_cuda.json" > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  cat "$out"/demos_*.txt > "$out/demos.txt"
+  echo "demos checked: $(grep -c '^bench_' "$out/demos.txt"), reward below 1 or no result: $(grep '^bench_' "$out/demos.txt" | grep -vc '"reward":[123]')" | tee -a "$out/steps.txt"
 fi
 cat "$out/steps.txt"
