@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from pathlib import Path
 
 from .task import TaskError, TaskSet
@@ -182,6 +183,10 @@ def main(argv=None) -> int:
     except TaskError as e:
         print(f"cuda-agent corpus: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # never exit 1 silently: 1 means "some tasks failed" to the caller
+        traceback.print_exc()
+        print(f"cuda-agent corpus: error: {args.command} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

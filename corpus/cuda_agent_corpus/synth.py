@@ -82,6 +82,17 @@ def acceptance_by_stage(total: int, rejected: Dict[str, int]) -> Dict[str, dict]
     return out
 
 
+def filter_result(fut: cf.Future) -> dict:
+    """A filter's verdict; an exception the filter let out (a CUDA error outside its stages, say)
+    rejects that candidate instead of ending the run. A dead worker still raises BrokenProcessPool."""
+    try:
+        return fut.result()
+    except cf.process.BrokenProcessPool:
+        raise
+    except Exception as e:
+        return {"accepted": False, "stage": "eager", "reason": f"the filter failed: {type(e).__name__}: {e}"}
+
+
 def synthesize(cfg: SynthConfig, progress: Progress = None) -> dict:
     started = time.perf_counter()
     say = progress or (lambda _m: None)
@@ -133,7 +144,7 @@ def synthesize(cfg: SynthConfig, progress: Progress = None) -> dict:
             for fut in cf.as_completed(futures):
                 cand = futures[fut]
                 try:
-                    res = fut.result()
+                    res = filter_result(fut)
                 except cf.process.BrokenProcessPool:
                     # A worker died (a crash inside torch): that candidate is rejected, the
                     # others still in flight are retried in a fresh pool.

@@ -161,3 +161,27 @@ def test_cuda_synth_without_a_gpu_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(synth, "_gpu_count", lambda: 0)
     with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
         synth._make_pool(SynthConfig(out_dir="unused", device="cuda", workers=2), 2)
+
+
+def test_an_exception_from_a_filter_rejects_only_that_candidate():
+    import concurrent.futures as cf
+    from cuda_agent_corpus.synth import filter_result
+    failed = cf.Future()
+    failed.set_exception(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    res = filter_result(failed)
+    assert not res["accepted"] and res["stage"] == "eager"
+    assert "RuntimeError: CUDA error" in res["reason"]
+    broken = cf.Future()
+    broken.set_exception(cf.process.BrokenProcessPool("a worker died"))
+    with pytest.raises(cf.process.BrokenProcessPool):
+        filter_result(broken)
+
+
+def test_an_unexpected_error_is_a_named_failure_not_a_silent_exit_1(monkeypatch, capsys):
+    from cuda_agent_corpus import __main__ as cli
+
+    def explode(args, progress):
+        raise OSError("disk on fire")
+    monkeypatch.setattr(cli, "cmd_list", explode)
+    assert cli.main(["list", "anywhere"]) == 3
+    assert "cuda-agent corpus: error: list failed: OSError: disk on fire" in capsys.readouterr().err
