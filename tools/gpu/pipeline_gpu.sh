@@ -7,7 +7,7 @@
 #   STAGE=rollout  a demonstration rollout of the bench set on cuda and its hermetic replay,
 #                  then a small `corpus synth` on cuda unless SYNTH=0
 #   STAGE=corpus   every bench demonstration through `cuda-agent check` (DEMO_GROUPS streams at
-#                  once) while a `corpus synth` runs on cuda
+#                  once), then a `corpus synth` on cuda
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -55,27 +55,29 @@ if wants rollout; then
   step timeout "${REPLAY_S:-90}" "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
   if [ "${SYNTH:-1}" = 1 ]; then
     step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
-      --out "$out/synth_cuda" --count "${SYNTH_COUNT:-24}" --workers 6 --summary "$out/synth_cuda.json" \
+      --out "$out/synth_cuda" --count "${SYNTH_COUNT:-24}" --workers "${SYNTH_WORKERS:-1}" --summary "$out/synth_cuda.json" \
       > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
   fi
 fi
 
 if wants corpus; then
-  # The checks share the GPU with each other and with synth: correctness and reward >= 1 are what
-  # this measures; their speed-ups are rough. One stream per group of task ids.
-  groups=${DEMO_GROUPS:-"bench_0[1-5]*|bench_0[6-9]* bench_10*|bench_1[1-5]*|bench_1[6-9]* bench_20*"}
+  # Two check streams share the GPU (a large task's job holds up to ~40 GiB of it: reference,
+  # inputs and outputs in the worker and the child); synth runs after them, alone. Four streams
+  # with synth alongside ran out of GPU memory. Correctness and reward >= 1 are what the checks
+  # measure here; their speed-ups are rough.
+  groups=${DEMO_GROUPS:-"bench_0* bench_10*|bench_1[1-9]* bench_20*"}
   IFS='|' read -r -a group_list <<< "$groups"
   pids=()
   for i in "${!group_list[@]}"; do
-    CUDA_AGENT="$bin" timeout "${DEMOS_S:-200}" bash corpus/check_demos.sh bench cuda "${group_list[$i]}" \
+    CUDA_AGENT="$bin" timeout "${DEMOS_S:-300}" bash corpus/check_demos.sh bench cuda "${group_list[$i]}" \
       > "$out/demos_$i.txt" 2> "$out/demos_$i.log" &
     pids+=($!)
   done
-  step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
-    --out "$out/synth_cuda" --count "${SYNTH_COUNT:-16}" --workers "${SYNTH_WORKERS:-2}" \
-    --summary "$out/synth_cuda.json" > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
   for pid in "${pids[@]}"; do wait "$pid"; done
   cat "$out"/demos_*.txt > "$out/demos.txt"
   echo "demos checked: $(grep -c '^bench_' "$out/demos.txt"), reward below 1 or no result: $(grep '^bench_' "$out/demos.txt" | grep -vc '"reward":[123]')" | tee -a "$out/steps.txt"
+  step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
+    --out "$out/synth_cuda" --count "${SYNTH_COUNT:-16}" --workers "${SYNTH_WORKERS:-1}" \
+    --summary "$out/synth_cuda.json" > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
 fi
 cat "$out/steps.txt"
