@@ -76,6 +76,7 @@ class Runner:
         torch.ones(1 << 16).sum()  # start torch's intra-op pool before counting threads
         self.timer = timing.Timer(self.device)
         solution_dir = os.path.realpath(req["solution_dir"])
+        os.chdir(solution_dir)  # started in its exchange directory, ahead of the job
         module_dir = os.path.realpath(req["module_dir"])
         task_path = os.path.realpath(req["task_path"])
         self.exchange = exchange.Exchange(req["exchange_dir"])
@@ -325,13 +326,16 @@ def main():
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     cmd_fd, reply_fd = args.cmd_fd, args.reply_fd
-    if args.device.startswith("cuda"):  # the context comes up while the worker computes the reference
+    os.dup2(2, 1)  # the candidate's prints go to the log, never into the reply channel
+    sys.stdout = sys.stderr
+    # Started ahead of its job: bring up CUDA and the guards now, then say so.
+    if args.device.startswith("cuda"):
         try:
             torch.empty(1, device=args.device)
         except Exception:
             pass  # load tries again and reports the failure
-    os.dup2(2, 1)  # the candidate's prints go to the log, never into the reply channel
-    sys.stdout = sys.stderr
+    guard.warm_up_guards()
+    framing.write_frame(reply_fd, {"ready": True}, wide=True)
     runner = Runner()
     handlers = {"load": runner.load, "draw": runner.draw, "verify": runner.verify, "time": runner.time}
     while True:

@@ -56,9 +56,14 @@ def signal_name(sig):
 
 
 class CandidateProcess:
-    """One candidate's child: private command/reply pipes, its own process group, limits."""
+    """One candidate's child: private command/reply pipes, its own process group, limits. It
+    starts in its private exchange directory and moves to the solution's at load, so that it can
+    be started ahead of the job it will serve; its first frame says it is ready (torch, CUDA and
+    the guards up, no candidate code run yet)."""
 
-    def __init__(self, solution_dir, device, memory_limit_mb, python=sys.executable):
+    def __init__(self, device, memory_limit_mb, python=sys.executable):
+        self.device, self.memory_limit_mb = device, memory_limit_mb
+        self.ready = False
         cmd_r, self.cmd_w = os.pipe()
         self.reply_r, reply_w = os.pipe()
         env = dict(os.environ)
@@ -76,15 +81,34 @@ class CandidateProcess:
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
+        # -P: the working directory is not put on sys.path; load adds the solution's explicitly.
         self.proc = subprocess.Popen(
-            [python, "-m", "harness.candidate_runner", "--cmd-fd", str(cmd_r), "--reply-fd", str(reply_w),
+            [python, "-P", "-m", "harness.candidate_runner", "--cmd-fd", str(cmd_r), "--reply-fd", str(reply_w),
              "--device", device],
             pass_fds=(cmd_r, reply_w), stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
-            cwd=solution_dir, env=env, start_new_session=True, preexec_fn=limits)
+            cwd=self.exchange.directory, env=env, start_new_session=True, preexec_fn=limits)
         os.close(cmd_r)
         os.close(reply_w)
 
+    def fits(self, device, memory_limit_mb):
+        return (self.device, self.memory_limit_mb) == (device, memory_limit_mb) and self.proc.poll() is None
+
+    def await_ready(self, deadline):
+        """Consumes the child's first frame, sent once it has started."""
+        if self.ready:
+            return
+        ready, _, _ = select.select([self.reply_r], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            self.kill()
+            raise CandidateFailure("timed out: the candidate's process did not start within its time limit")
+        try:
+            framing.read_frame(self.reply_r, wide=True)
+        except framing.ChannelClosed:
+            raise CandidateFailure(self._death("while starting"))
+        self.ready = True
+
     def request(self, msg, deadline):
+        self.await_ready(deadline)
         try:
             framing.write_frame(self.cmd_w, msg, wide=True)
         except OSError:
@@ -228,6 +252,38 @@ class Evaluator:
     def __init__(self):
         self.tasks = {}
         self.timers = {}
+        self.spare = None  # the next job's child, started during this one
+        self.jobs = 0
+
+    def child_for(self, device, memory_limit_mb):
+        """This job's child, started ahead during the previous job where it could be, and a spare
+        started now for the next one: a child's interpreter, torch, CUDA and guards take seconds
+        (8-11 s on the H200 host). Each child still serves exactly one job. A worker's first job
+        starts no spare: one that serves a single job (`cuda-agent check`) would waste it."""
+        child, self.spare = self.spare, None
+        if child is None or not child.fits(device, memory_limit_mb):
+            if child is not None:
+                child.close()
+            child = CandidateProcess(device, memory_limit_mb)
+        self.jobs += 1
+        if self.jobs > 1:
+            self.spare = CandidateProcess(device, memory_limit_mb)
+        return child
+
+    def quiet_spare(self, timeout_s=60.0):
+        """Waits until the spare has started, so that it does not compete with the timed runs."""
+        if self.spare is None:
+            return
+        try:
+            self.spare.await_ready(time.monotonic() + timeout_s)
+        except CandidateFailure:
+            self.spare.close()
+            self.spare = None
+
+    def close(self):
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None
 
     def task(self, path):
         digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
@@ -281,8 +337,9 @@ class Evaluator:
         task = self.task(o["task_path"])
         seed = int(o["seed"]) or int.from_bytes(os.urandom(4), "little") % (1 << 30) + 1
         phases = PhaseLog(record["job_id"])
-        # The child starts first: its interpreter, torch and CUDA come up while the reference runs.
-        child = CandidateProcess(o["solution_dir"], device, o["memory_limit_mb"])
+        # The child comes first: its interpreter, torch and CUDA come up while the reference runs
+        # (or came up during the previous job).
+        child = self.child_for(device, o["memory_limit_mb"])
         try:
             model, init_inputs, state_dict, seeds, prints, first_inputs, refs = self.reference(
                 task, device, seed, int(o["input_sets"]))
@@ -328,6 +385,8 @@ class Evaluator:
             error = self.judge(outputs, refs, reply["poisoned"], violations, o, device)
             phases.mark("judge")
             if error is None and not violations and want_profile:
+                self.quiet_spare()
+                phases.mark("spare")
                 self.profile(task, model, first_inputs, seeds[0], refs[0], child, o, profile, violations, device)
                 phases.mark("profile")
             record["correct"] = error is None and not violations

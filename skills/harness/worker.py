@@ -30,6 +30,7 @@ def main():
         try:
             req = framing.read_frame(0)
         except framing.ChannelClosed:
+            evaluator.close()
             return 0
         op = req.get("op")
         reply = {"ok": True, "error": "", "op": op}
@@ -41,6 +42,7 @@ def main():
                 record, verify, profile = evaluator.run(req, want_profile=(op != "verify"))
                 reply.update(record=record, verify=verify, profile=profile)
             elif op == "shutdown":
+                evaluator.close()
                 framing.write_frame(reply_fd, reply)
                 return 0
             else:
