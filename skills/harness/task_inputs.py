@@ -39,6 +39,8 @@ def fingerprint(values):
             out.append(["value", repr(x)])
             continue
         flat = x.detach().reshape(-1)
+        if flat.is_complex():
+            flat = torch.view_as_real(flat).reshape(-1)
         n = flat.numel()
         step = max(1, n // _SAMPLES)
         sample = flat[::step].contiguous().cpu()
@@ -49,7 +51,15 @@ def fingerprint(values):
 
 
 def difference(ours, theirs):
-    """None when two fingerprints describe the same set, else what differs first."""
+    """None when two fingerprints describe the same set, else what differs first. `theirs` comes
+    from the candidate's process: anything malformed is a difference, never an exception."""
+    try:
+        return _difference(ours, theirs)
+    except Exception as e:
+        return f"a malformed fingerprint ({type(e).__name__})"
+
+
+def _difference(ours, theirs):
     if not isinstance(theirs, list) or len(theirs) != len(ours):
         return f"{len(ours)} values expected"
     for k, (a, b) in enumerate(zip(ours, theirs)):
