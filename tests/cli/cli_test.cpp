@@ -115,5 +115,12 @@ TEST(cli, demo_rejects_a_bad_episode_count) {
   EXPECT_EQ(line_count(r.err), 1) << r.err;
 }
 
+TEST(cli, rollout_tasks_that_match_nothing_are_a_one_line_error) {
+  const auto r = cli({"rollout", "--corpus", "smoke", "--policy", "demo", "--tasks", "nothing*,nor_this"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("no task of set smoke matches --tasks nothing*,nor_this"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace cuda_agent

@@ -1,8 +1,10 @@
 // `cuda-agent rollout`: episodes over a corpus set through the whole pipeline (policy, sandboxed
 // tools, compiler pool, GPU pool, locked harness), every message into the log, with a live
 // progress line and a final table.
+#include <fnmatch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <iostream>
@@ -29,7 +31,25 @@ struct rollout_options {
   int concurrency = 0;
   std::string log_dir;
   std::string run_id;
+  std::vector<std::string> task_globs;  // empty: every task of the set
 };
+
+// The set's tasks whose ids match one of the globs, in the set's order.
+std::vector<task_spec> select_tasks(std::vector<task_spec> tasks, const std::vector<std::string>& globs,
+                                    const std::string& set_name) {
+  if (globs.empty()) return tasks;
+  std::vector<task_spec> chosen;
+  for (auto& task : tasks)
+    if (std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
+          return ::fnmatch(glob.c_str(), task.id.c_str(), 0) == 0;
+        }))
+      chosen.push_back(std::move(task));
+  if (chosen.empty())
+    throw usage_error{fmt::format("no task of set {} matches --tasks {} (`cuda-agent corpus list {}` "
+                                  "lists its ids)",
+                                  set_name, fmt::join(globs, ","), set_name)};
+  return chosen;
+}
 
 struct table_row {
   int episodes = 0, passed = 0, beat_eager = 0, beat_compile = 0;
@@ -81,6 +101,7 @@ int run_rollout(const settings& config, const rollout_options& o) {
   const auto set_dir = corpus::resolve_set(std::filesystem::path{CUDA_AGENT_SOURCE_DIR} / "corpus", o.corpus);
   auto tasks = corpus::load_task_set(set_dir);
   if (tasks.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
+  tasks = select_tasks(std::move(tasks), o.task_globs, o.corpus);
   const std::time_t now = std::time(nullptr);
   const auto run_id = o.run_id.empty()
                           ? fmt::format("r{:%Y%m%d-%H%M%S}", *std::localtime(&now))
@@ -173,6 +194,9 @@ void add_rollout_command(CLI::App& app, invocation& inv) {
       ->check(CLI::IsMember({"openai", "replay", "demo"}));
   cmd->add_option("--device", o->device, "Where candidates run: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--tasks", o->task_globs, "Only the tasks whose ids match these globs "
+                                            "(comma-separated or repeated), e.g. 'bench_0*'")
+      ->delimiter(',');
   cmd->add_option("--episodes", o->episodes, "Episodes to run (default: one per task)")
       ->check(CLI::Range(1, 10000000));
   cmd->add_option("--concurrency", o->concurrency, "Episodes at a time (default: rollout.concurrency)")

@@ -4,8 +4,8 @@
 #   STAGE=build    tools/gpu/build_and_test.sh (build-gpu/, the CUDA build test, both binding
 #                  compilers, `bench build` unless BENCH_BUILD=0)
 #   STAGE=harness  the GPU red-team cases and the timing study (repeatability, do_bench agreement)
-#   STAGE=rollout  a demonstration rollout of the bench set on cuda and its hermetic replay,
-#                  then a small `corpus synth` on cuda unless SYNTH=0
+#   STAGE=rollout  a demonstration rollout of the bench set (TASKS='bench_0*' picks some) on cuda
+#                  and its hermetic replay, then a small `corpus synth` on cuda unless SYNTH=0
 #   STAGE=corpus   every bench demonstration through `cuda-agent check` (DEMO_GROUPS streams at
 #                  once), then a `corpus synth` on cuda
 #   STAGE=all      build, harness and rollout (the default)
@@ -50,7 +50,7 @@ if wants rollout; then
   # slots would not fit in host memory: a large task's worker holds its five input sets (10 GiB
   # for bench_01_relu) and their exchange files while the candidate holds its own copy.
   step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots="${GPU_SLOTS:-2}" \
-    rollout --corpus bench --policy demo --device cuda --episodes "${EPISODES:-20}" --concurrency 4 \
+    rollout --corpus bench ${TASKS:+--tasks "$TASKS"} --policy demo --device cuda --episodes "${EPISODES:-20}" --concurrency 4 \
     --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
   step timeout "${REPLAY_S:-90}" "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
   if [ "${SYNTH:-1}" = 1 ]; then
