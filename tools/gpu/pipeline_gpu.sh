@@ -50,7 +50,7 @@ if wants rollout; then
   # slots would not fit in host memory: a large task's worker holds its five input sets (10 GiB
   # for bench_01_relu) and their exchange files while the candidate holds its own copy.
   step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots="${GPU_SLOTS:-2}" \
-    rollout --corpus bench ${TASKS:+--tasks "$TASKS"} --policy demo --device cuda --episodes "${EPISODES:-20}" --concurrency 4 \
+    rollout --corpus bench ${TASKS:+--tasks "$TASKS"} --policy demo --device cuda ${EPISODES:+--episodes "$EPISODES"} --concurrency 4 \
     --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
   step timeout "${REPLAY_S:-90}" "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
   if [ "${SYNTH:-1}" = 1 ]; then
