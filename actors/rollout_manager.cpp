@@ -38,8 +38,15 @@ void admit(rollout_actor* self);
 
 std::string episode_id_of(const rollout_plan& plan, const pending_episode& p) {
   auto id = fmt::format("{}-{:04d}", plan.run_id, p.index);
+  if (plan.resume > 0) id += fmt::format("-resume{}", plan.resume);
   if (p.attempt > 0) id += fmt::format("-retry{}", p.attempt);
   return id;
+}
+
+void count(rollout_state& st, const episode_summary& summary) {
+  const int32_t r = summary.verdict.reward;
+  ++st.histogram[r <= 0 ? 0 : std::min(r, 3)];
+  ++st.done;
 }
 
 void settle(rollout_actor* self, const pending_episode& p, episode_summary summary) {
@@ -52,9 +59,8 @@ void settle(rollout_actor* self, const pending_episode& p, episode_summary summa
     st.queue.push_front({p.index, p.attempt + 1});
     return;
   }
-  const int32_t r = summary.verdict.reward;
-  ++st.histogram[r <= 0 ? 0 : std::min(r, 3)];
-  ++st.done;
+  count(st, summary);
+  summary.index = p.index;
   summary.attempts = p.attempt + 1;
   std::lock_guard<std::mutex> lock{st.results->mutex};
   st.results->episodes.push_back(std::move(summary));
@@ -103,7 +109,7 @@ void launch_episode(rollout_actor* self, const pending_episode& p, const episode
             self->send_exit(tools, caf::exit_reason::user_shutdown);
             if (!self->state.finished.pending()) return;  // the run was stopped
             --self->state.running;
-            settle(self, p, {id, task, 1, ended, verdict});
+            settle(self, p, {id, p.index, task, 1, ended, verdict});
             admit(self);
           },
           [=](caf::error& error) {
@@ -187,7 +193,17 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
         if (st.plan.tasks.empty())
           return caf::make_error(caf::sec::runtime_error, "the rollout has no tasks");
         st.finished = self->make_response_promise();
-        for (int32_t i = 0; i < st.plan.episodes; ++i) st.queue.push_back({i, 0});
+        std::vector<bool> settled(static_cast<std::size_t>(st.plan.episodes), false);
+        {
+          std::lock_guard<std::mutex> lock{st.results->mutex};
+          for (const auto& s : st.plan.settled) {
+            if (s.index >= 0 && s.index < st.plan.episodes) settled[static_cast<std::size_t>(s.index)] = true;
+            count(st, s);
+            st.results->episodes.push_back(s);
+          }
+        }
+        for (int32_t i = 0; i < st.plan.episodes; ++i)
+          if (!settled[static_cast<std::size_t>(i)]) st.queue.push_back({i, 0});
         admit(self);
         return st.finished;
       },

@@ -32,6 +32,7 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 
 struct episode_summary {
   std::string episode_id;
+  int32_t index = -1;  // the episode's number in its run (ids are <run>-<index>...)
   task_spec task;
   int32_t attempts = 1;
   episode_ended ended;
@@ -47,6 +48,10 @@ struct rollout_plan {
   std::string run_id;
   std::vector<task_spec> tasks;  // episode i works on tasks[i % tasks.size()]
   int32_t episodes = 1;
+  // A resumed run (cuda-agent rollout --resume): the episodes its log already settled count in
+  // the results as they were; the rest run again with ids marked "-resumeN", so no id repeats.
+  std::vector<episode_summary> settled;
+  int32_t resume = 0;
   int32_t concurrency = 1;
   int32_t retries = 2;
   std::filesystem::path episodes_dir;

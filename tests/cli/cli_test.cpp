@@ -122,5 +122,18 @@ TEST(cli, rollout_tasks_that_match_nothing_are_a_one_line_error) {
   EXPECT_NE(r.err.find("no task of set smoke matches --tasks nothing*,nor_this"), std::string::npos) << r.err;
 }
 
+TEST(cli, rollout_resume_needs_the_run_and_its_log) {
+  auto r = cli({"rollout", "--corpus", "smoke", "--policy", "demo", "--resume"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--resume needs the --run-id and the --log"), std::string::npos) << r.err;
+  const auto empty = std::filesystem::temp_directory_path() / "cuda-agent-cli-test-no-log-here";
+  r = cli({"rollout", "--corpus", "smoke", "--policy", "demo", "--resume", "--run-id", "x", "--log",
+           empty.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("no message log at"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace cuda_agent

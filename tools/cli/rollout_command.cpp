@@ -9,13 +9,16 @@
 #include <ctime>
 #include <iostream>
 #include <map>
+#include <regex>
 
 #include <caf/all.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "actors/message_log/reader.hpp"
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
+#include "messages/codec.hpp"
 #include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
@@ -32,6 +35,7 @@ struct rollout_options {
   std::string log_dir;
   std::string run_id;
   std::vector<std::string> task_globs;  // empty: every task of the set
+  bool resume = false;
 };
 
 // The set's tasks whose ids match one of the globs, in the set's order.
@@ -68,6 +72,57 @@ struct table_row {
     }
   }
 };
+
+// What the log of run `run_id` already settled: every episode the agent ended (an end other than
+// infrastructure_failure, which runs again), and the next free "-resumeN" number.
+void load_settled(rollout_plan& plan, const std::filesystem::path& log_dir) {
+  if (!std::filesystem::is_directory(log_dir))
+    throw usage_error{"--resume: no message log at " + log_dir.string() + " (give the --log of the run)"};
+  const auto log = message_log::read_all(log_dir);
+  if (log.status == message_log::read_status::corrupt)
+    throw usage_error{"--resume: the message log is corrupt: " + log.problem.message()};
+  const std::regex id_form{std::regex_replace(plan.run_id, std::regex{R"([.^$|()\[\]{}*+?\\])"}, R"(\$&)") +
+                           R"(-(\d+)(?:-resume(\d+))?(?:-retry(\d+))?)"};
+  std::map<std::string, std::pair<int32_t, int32_t>> ids;  // episode id -> (index, retry)
+  std::map<std::string, reward_record> verdicts;
+  std::map<std::string, std::string> task_ids;
+  std::vector<std::pair<std::string, episode_ended>> ends;  // in log order
+  for (const auto& r : log.records) {
+    std::smatch m;
+    if (!std::regex_match(r.episode, m, id_form)) continue;
+    ids[r.episode] = {std::stoi(m[1].str()), m[3].matched ? std::stoi(m[3].str()) : 0};
+    if (m[2].matched) plan.resume = std::max(plan.resume, std::stoi(m[2].str()));
+    if (r.sender == "rollout" && r.type == "task_spec") task_ids[r.episode] = decode<task_spec>(r.payload).id;
+    if (r.sender != "episode" || r.receiver != "rollout") continue;
+    if (r.type == "reward_record") verdicts[r.episode] = decode<reward_record>(r.payload);
+    if (r.type == "episode_ended") ends.emplace_back(r.episode, decode<episode_ended>(r.payload));
+  }
+  if (ids.empty())
+    throw usage_error{"--resume: the log at " + log_dir.string() + " holds no episode of run '" +
+                      plan.run_id + "' (`cuda-agent log stats` lists what it holds)"};
+  ++plan.resume;
+  std::vector<bool> seen(static_cast<std::size_t>(plan.episodes), false);
+  for (auto& [id, ended] : ends) {
+    const auto [index, retry] = ids[id];
+    if (ended.reason == termination::infrastructure_failure || index >= plan.episodes ||
+        seen[static_cast<std::size_t>(index)])
+      continue;
+    const auto& task = plan.tasks[static_cast<std::size_t>(index) % plan.tasks.size()];
+    if (task_ids.count(id) && task_ids[id] != task.id)
+      throw usage_error{fmt::format("--resume: episode {} of the log worked on {}, but this set gives "
+                                    "it {}: resume with the run's --corpus, --tasks and --episodes",
+                                    id, task_ids[id], task.id)};
+    seen[static_cast<std::size_t>(index)] = true;
+    episode_summary s;
+    s.episode_id = id;
+    s.index = index;
+    s.task = task;
+    s.attempts = retry + 1;
+    s.ended = std::move(ended);
+    if (verdicts.count(id)) s.verdict = verdicts[id];
+    plan.settled.push_back(std::move(s));
+  }
+}
 
 std::string percent(int part, int whole) {
   return whole == 0 ? "-" : fmt::format("{:.1f}%", 100.0 * part / whole);
@@ -118,6 +173,14 @@ int run_rollout(const settings& config, const rollout_options& o) {
   plan.episodes_dir = std::filesystem::path{config.get_string("rollout.runs_dir")} / run_id / "episodes";
   plan.sources = default_workdir_sources();
   plan.base = base_episode_config(config, o.device, config.get_string("policy.backend"));
+  if (o.resume) {
+    if (o.run_id.empty() || o.log_dir.empty())
+      throw usage_error{"--resume needs the --run-id and the --log of the run to resume"};
+    load_settled(plan, log_dir);
+    std::cerr << fmt::format("resuming run {}: {} of {} episodes settled in the log; the others run "
+                             "again as {}-NNNN-resume{}\n",
+                             run_id, plan.settled.size(), plan.episodes, run_id, plan.resume);
+  }
 
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
@@ -203,6 +266,8 @@ void add_rollout_command(CLI::App& app, invocation& inv) {
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--log", o->log_dir, "Message log directory (default: setting log.dir)");
   cmd->add_option("--run-id", o->run_id, "Name of this run (default: r<date>-<time>)");
+  cmd->add_flag("--resume", o->resume, "Continue the run --run-id whose log is --log: episodes it "
+                                       "settled count as they were, the others run again");
   cmd->callback([&inv, o] {
     inv.action = [&inv, o] {
       if (!o->policy.empty()) inv.config.apply_override("policy.backend=" + o->policy);
