@@ -105,6 +105,17 @@ TEST_F(peers_fixture, a_final_build_failure_scores_minus_one_with_the_diagnostic
   EXPECT_EQ(evaluations.load(), 0);
 }
 
+// An episode of two turns that each run `ls`, then done, recorded; its records.
+std::vector<message_log::record> record_two_ls_turns(peers_fixture& f) {
+  auto policy = f.system->spawn(scripted_policy,
+                              std::vector<policy_response>{
+                                  with_calls({bash("c1", "ls")}), with_calls({bash("c2", "ls")}),
+                                  done()},
+                              0, 0ms);
+  f.run(f.config(), policy);
+  return episode_records(message_log::read_all(f.dir.log()).records, "ep-1");
+}
+
 // Replay lives here because it needs a recorded episode, which this fixture makes.
 TEST_F(peers_fixture, hermetic_replay_reproduces_the_recorded_episode_message_for_message) {
   auto policy = system->spawn(scripted_policy,
@@ -126,13 +137,7 @@ TEST_F(peers_fixture, hermetic_replay_reproduces_the_recorded_episode_message_fo
 }
 
 TEST_F(peers_fixture, hermetic_replay_reports_the_first_divergence) {
-  auto policy = system->spawn(scripted_policy,
-                              std::vector<policy_response>{
-                                  with_calls({bash("c1", "ls")}), with_calls({bash("c2", "ls")}),
-                                  done()},
-                              0, 0ms);
-  run(config(), policy);
-  auto records = episode_records(message_log::read_all(dir.log()).records, "ep-1");
+  auto records = record_two_ls_turns(*this);
   // Change what the policy said at turn 2: it now stops instead of calling a tool, so the
   // replayed episode moves on to its final build where the log says it ran `ls`.
   std::size_t changed = 0;
@@ -155,13 +160,7 @@ TEST_F(peers_fixture, hermetic_replay_reports_the_first_divergence) {
 // A rollout stopped mid-run leaves episodes without an end in the log: their recorded prefix is
 // compared, and a change inside it is still a divergence.
 TEST_F(peers_fixture, hermetic_replay_of_an_episode_cut_short_compares_what_was_recorded) {
-  auto policy = system->spawn(scripted_policy,
-                              std::vector<policy_response>{
-                                  with_calls({bash("c1", "ls")}), with_calls({bash("c2", "ls")}),
-                                  done()},
-                              0, 0ms);
-  run(config(), policy);
-  auto records = episode_records(message_log::read_all(dir.log()).records, "ep-1");
+  auto records = record_two_ls_turns(*this);
   std::size_t second_turn = 0;
   for (std::size_t i = 0; i < records.size(); ++i)
     if (records[i].type == "policy_response" && decode<policy_response>(records[i].payload).turn == 2)
