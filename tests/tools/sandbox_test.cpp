@@ -155,7 +155,7 @@ TEST_F(sandbox_test, a_command_past_its_time_limit_is_killed_with_everything_it_
   EXPECT_TRUE(r.timed_out);
   EXPECT_LT(r.elapsed, 5s);
   // Give the kernel a moment to tear the namespace down, then look for survivors on the host.
-  for (int i = 0; i < 50 && host_processes_with("1" + token) > 0; ++i)
+  for (int i = 0; i < 50 && host_processes_with("1" + token) + host_processes_with("2" + token) > 0; ++i)
     std::this_thread::sleep_for(20ms);
   EXPECT_EQ(host_processes_with("1" + token), 0);
   EXPECT_EQ(host_processes_with("2" + token), 0);
