@@ -3,8 +3,9 @@ run the four filters in bounded worker processes, write what passes into a set d
 summarise why the rest were rejected.
 
 Workers: on cuda one process per visible GPU by default, each pinned with CUDA_VISIBLE_DEVICES
-(more workers than GPUs share them round-robin); on cpu a configurable number. A worker runs `filters.filter_task` on plain dicts, so the same function
-can later be dispatched to a GPU pool slot instead.
+(more workers than GPUs share them round-robin); on cpu a configurable number. A worker runs
+`filters.filter_task` on plain dicts, so the same function can later be dispatched to a GPU pool
+slot instead.
 """
 from __future__ import annotations
 

@@ -26,11 +26,17 @@ def main():
     os.dup2(2, 1)  # anything printed by a task or by torch goes to the log, not into the protocol
     sys.stdout = sys.stderr
     evaluator = Evaluator()
+    try:
+        return serve(evaluator, reply_fd)
+    finally:
+        evaluator.close()  # the spare child, started for a job that will not come
+
+
+def serve(evaluator, reply_fd):
     while True:
         try:
             req = framing.read_frame(0)
         except framing.ChannelClosed:
-            evaluator.close()
             return 0
         op = req.get("op")
         reply = {"ok": True, "error": "", "op": op}
@@ -42,7 +48,6 @@ def main():
                 record, verify, profile = evaluator.run(req, want_profile=(op != "verify"))
                 reply.update(record=record, verify=verify, profile=profile)
             elif op == "shutdown":
-                evaluator.close()
                 framing.write_frame(reply_fd, reply)
                 return 0
             else:
@@ -51,7 +56,6 @@ def main():
             traceback.print_exc()
             reply.update(ok=False, error=f"{type(e).__name__}: {e}")
         framing.write_frame(reply_fd, reply)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,11 +7,13 @@
 
 #include "actors/episode_tools.hpp"
 #include "actors/gpu_pool.hpp"
+#include "actors/message_log/reader.hpp"
 #include "actors/policy/policy_actor.hpp"
 #include "actors/recorder.hpp"
 #include "actors/sandbox/sandbox.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/registry.hpp"
+#include "tools/cli/commands.hpp"
 
 namespace cuda_agent::cli {
 namespace {
@@ -97,6 +99,17 @@ episode_config base_episode_config(const settings& config, const std::string& de
   base.policy_name = policy_name;
   base.system_prompt = read_text(default_workdir_sources().skill_md);
   return base;
+}
+
+std::vector<message_log::record> read_rollout_log(const std::filesystem::path& dir,
+                                                 const std::string& context) {
+  if (!std::filesystem::is_directory(dir))
+    throw usage_error{context + "no message log at " + dir.string() +
+                      " (give the directory a rollout wrote with --log)"};
+  auto log = message_log::read_all(dir);
+  if (log.status == message_log::read_status::corrupt)
+    throw usage_error{context + "the message log is corrupt: " + log.problem.message()};
+  return std::move(log.records);
 }
 
 }  // namespace cuda_agent::cli

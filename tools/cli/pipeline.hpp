@@ -13,6 +13,7 @@
 #include "actors/compiler_pool.hpp"
 #include "actors/episode.hpp"
 #include "actors/episode_workdir.hpp"
+#include "actors/message_log/format.hpp"
 #include "config/settings.hpp"
 
 namespace cuda_agent::cli {
@@ -46,5 +47,10 @@ workdir_sources default_workdir_sources();
 // An episode configuration with the episode.* budgets, the device and SKILL.md as the prompt.
 episode_config base_episode_config(const settings& config, const std::string& device,
                                    const std::string& policy_name);
+
+// Every record of the message log a rollout wrote to `dir`, for `replay` and `rollout --resume`.
+// A missing directory or a corrupt log is a one-line usage_error that begins with `context`.
+std::vector<message_log::record> read_rollout_log(const std::filesystem::path& dir,
+                                                 const std::string& context);
 
 }  // namespace cuda_agent::cli

@@ -9,7 +9,6 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "actors/message_log/reader.hpp"
 #include "actors/replay.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
@@ -46,12 +45,8 @@ void print_report(const replay_report& r) {
 }
 
 int run_replay(const settings& config, const replay_options& o) {
-  if (!std::filesystem::is_directory(o.log_dir))
-    throw usage_error{"no message log at " + o.log_dir + " (give the directory a rollout wrote)"};
-  auto log = message_log::read_all(o.log_dir);
-  if (log.status == message_log::read_status::corrupt)
-    throw usage_error{"the message log is corrupt: " + log.problem.message()};
-  auto episodes = recorded_episodes(log.records);
+  const auto log = read_rollout_log(o.log_dir, "");
+  auto episodes = recorded_episodes(log);
   if (!o.episode.empty()) {
     if (std::find(episodes.begin(), episodes.end(), o.episode) == episodes.end())
       throw usage_error{"episode '" + o.episode + "' is not in " + o.log_dir +
@@ -70,7 +65,7 @@ int run_replay(const settings& config, const replay_options& o) {
     const auto replay_dir = std::filesystem::path{config.get_string("rollout.runs_dir")} /
                             fmt::format("replay-{:%Y%m%d-%H%M%S}", *std::localtime(&now));
     for (const auto& id : episodes) {
-      const auto records = episode_records(log.records, id);
+      const auto records = episode_records(log, id);
       replay_report report;
       if (!o.live) {
         report = replay_hermetic(system, records);

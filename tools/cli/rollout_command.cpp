@@ -15,7 +15,6 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "actors/message_log/reader.hpp"
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
@@ -76,20 +75,18 @@ struct table_row {
 // What the log of run `run_id` already settled: every episode the agent ended (an end other than
 // infrastructure_failure, which runs again), and the next free "-resumeN" number.
 void load_settled(rollout_plan& plan, const std::filesystem::path& log_dir) {
-  if (!std::filesystem::is_directory(log_dir))
-    throw usage_error{"--resume: no message log at " + log_dir.string() + " (give the --log of the run)"};
-  const auto log = message_log::read_all(log_dir);
-  if (log.status == message_log::read_status::corrupt)
-    throw usage_error{"--resume: the message log is corrupt: " + log.problem.message()};
-  const std::regex id_form{std::regex_replace(plan.run_id, std::regex{R"([.^$|()\[\]{}*+?\\])"}, R"(\$&)") +
-                           R"(-(\d+)(?:-resume(\d+))?(?:-retry(\d+))?)"};
+  const auto log = read_rollout_log(log_dir, "--resume: ");
+  const std::string prefix = plan.run_id + "-";
+  const std::regex suffix_form{R"((\d+)(?:-resume(\d+))?(?:-retry(\d+))?)"};
   std::map<std::string, std::pair<int32_t, int32_t>> ids;  // episode id -> (index, retry)
   std::map<std::string, reward_record> verdicts;
   std::map<std::string, std::string> task_ids;
   std::vector<std::pair<std::string, episode_ended>> ends;  // in log order
-  for (const auto& r : log.records) {
+  for (const auto& r : log) {
     std::smatch m;
-    if (!std::regex_match(r.episode, m, id_form)) continue;
+    if (r.episode.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string suffix = r.episode.substr(prefix.size());
+    if (!std::regex_match(suffix, m, suffix_form)) continue;
     ids[r.episode] = {std::stoi(m[1].str()), m[3].matched ? std::stoi(m[3].str()) : 0};
     if (m[2].matched) plan.resume = std::max(plan.resume, std::stoi(m[2].str()));
     if (r.sender == "rollout" && r.type == "task_spec") task_ids[r.episode] = decode<task_spec>(r.payload).id;
