@@ -286,8 +286,7 @@ class Runner:
             outs, flags = self.guarded_call(buffers, i, settle=not late)
             poisoned.append(flags)
         # Outputs are read back only now: one overwritten by a later call is caught as wrong.
-        outputs = [self.exchange.put([o.detach().cpu() for o in outs], "outputs")
-                   for outs in self.kept_outputs[-len(sets):]]
+        outputs = [self.exchange.put_outputs([o.detach() for o in outs]) for outs in self.kept_outputs[-len(sets):]]
         return {"outputs": outputs, "poisoned": poisoned}
 
     def _draw(self, seed):
@@ -315,7 +314,7 @@ class Runner:
         self._check_identity("after timing")
         reply = {"samples_ms": samples}
         if req.get("return_output") and out is not None:
-            reply["output"] = self.exchange.put([o.detach().cpu() for o in as_output_list(out)], "output")
+            reply["output"] = self.exchange.put_outputs([o.detach() for o in as_output_list(out)])
         return reply
 
 

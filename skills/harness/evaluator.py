@@ -383,6 +383,7 @@ class Evaluator:
             outputs = [child.take(name) for name in reply["outputs"]]
             phases.mark("verify")
             error = self.judge(outputs, refs, reply["poisoned"], violations, o, device)
+            del outputs  # on CUDA they map the child's memory: let go of it while the child lives
             phases.mark("judge")
             if error is None and not violations and want_profile:
                 self.quiet_spare()

@@ -6,7 +6,11 @@ saves the tensors with torch.save into the job's exchange directory and sends on
 name; the receiver loads it memory-mapped and removes the file. The directory is private to the
 job (mode 0700), on /dev/shm when that has room, else in the temp dir, and is removed with it.
 
-Both sides bind torch.save and torch.load at import, before any candidate code runs.
+A candidate's outputs on a CUDA device do not go through the host at all: the child shares them
+by CUDA IPC (put_outputs) and the worker maps the same device memory (take). torch's IPC reference
+counters keep the child from reusing that memory until the worker has let go of it.
+
+Both sides bind torch.save, torch.load and the IPC calls at import, before any candidate code runs.
 """
 import atexit
 import os
@@ -17,6 +21,9 @@ import torch
 
 _torch_save = torch.save
 _torch_load = torch.load
+_share_cuda = torch.UntypedStorage._share_cuda_
+_new_shared_cuda = torch.UntypedStorage._new_shared_cuda
+_MAX_DIMS = 64
 _SHM = "/dev/shm"
 _SHM_MIN_FREE = 16 << 30  # a container's small /dev/shm would fill up: use the disk instead
 
@@ -73,8 +80,33 @@ class Exchange:
         _torch_save(obj, os.path.join(self.directory, name))
         return name
 
+    def put_outputs(self, tensors):
+        """What to send for a list of output tensors: CUDA IPC descriptors when all are on a CUDA
+        device, else the name of a file holding host copies."""
+        if not tensors or not all(t.is_cuda for t in tensors):
+            return self.put([t.detach().cpu() for t in tensors], "outputs")
+        shared = {}  # one IPC export per storage: outputs may share one
+        descriptors = []
+        for t in tensors:
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key not in shared:
+                shared[key] = _share_cuda(storage)
+            (device, handle, storage_bytes, storage_offset_bytes, ref_handle, ref_offset,
+             event_handle, event_sync) = shared[key]
+            descriptors.append({"dtype": str(t.dtype).replace("torch.", ""), "size": list(t.shape),
+                                "stride": list(t.stride()), "offset": t.storage_offset(), "device": device,
+                                "handle": handle, "storage_bytes": storage_bytes,
+                                "storage_offset_bytes": storage_offset_bytes, "ref_handle": ref_handle,
+                                "ref_offset": ref_offset, "event_handle": event_handle,
+                                "event_sync": bool(event_sync)})
+        return {"cuda_ipc": descriptors}
+
     def take(self, name):
-        """Loads what the other side put under name (tensors and plain containers only)."""
+        """Loads what the other side put under name (tensors and plain containers only), or maps
+        the CUDA tensors that put_outputs described."""
+        if isinstance(name, dict):
+            return [_map_shared(d) for d in name.get("cuda_ipc") or []]
         if not isinstance(name, str) or not name or os.path.basename(name) != name or name.startswith("."):
             raise ValueError(f"bad exchange file name {name!r}")
         path = os.path.join(self.directory, name)
@@ -88,3 +120,32 @@ class Exchange:
 
     def remove(self):
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _map_shared(d):
+    """A tensor over another process's CUDA memory, from a put_outputs descriptor. The descriptor
+    comes from the candidate's process: every field is checked, and torch refuses a view outside
+    the storage."""
+    def ints(value, what):
+        if not isinstance(value, list) or len(value) > _MAX_DIMS or \
+                not all(isinstance(x, int) and x >= 0 for x in value):
+            raise ValueError(f"bad {what} {value!r}")
+        return value
+    if not isinstance(d, dict):
+        raise ValueError("a CUDA IPC descriptor is not a map")
+    dtype = getattr(torch, str(d.get("dtype")), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"bad dtype {d.get('dtype')!r}")
+    size, stride = ints(d.get("size"), "size"), ints(d.get("stride"), "stride")
+    if len(size) != len(stride):
+        raise ValueError("size and stride differ in length")
+    fields = [d.get(k) for k in ("device", "handle", "storage_bytes", "storage_offset_bytes", "ref_handle",
+                                 "ref_offset", "event_handle", "event_sync", "offset")]
+    device, handle, storage_bytes, storage_offset_bytes, ref_handle, ref_offset, event_handle, event_sync, offset = fields
+    if not all(isinstance(x, int) and x >= 0 for x in (device, storage_bytes, storage_offset_bytes, ref_offset, offset)) \
+            or not all(isinstance(x, bytes) for x in (handle, ref_handle)) or not isinstance(event_sync, bool) \
+            or not (isinstance(event_handle, bytes) or (event_handle is None and not event_sync)):
+        raise ValueError("a CUDA IPC descriptor has a field of the wrong type")
+    storage = _new_shared_cuda(device, handle, storage_bytes, storage_offset_bytes, ref_handle, ref_offset,
+                               event_handle, event_sync)
+    return torch.empty(0, dtype=dtype, device=torch.device("cuda", device)).set_(storage, offset, size, stride)

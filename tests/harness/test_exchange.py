@@ -47,3 +47,41 @@ def test_roots_of_dead_workers_are_swept_and_live_ones_kept(base):
     assert directory.startswith(str(base / f"cuda-agent-exchange-{os.getpid()}"))
     assert not (base / f"cuda-agent-exchange-{dead.pid}").exists()
     assert (base / f"cuda-agent-exchange-{os.getppid()}").exists()
+
+
+def test_outputs_on_the_cpu_go_through_a_file(base):
+    ex = exchange.Exchange(exchange.make_directory())
+    sent = ex.put_outputs([torch.ones(3), torch.zeros(2, dtype=torch.int64)])
+    assert isinstance(sent, str)
+    got = ex.take(sent)
+    assert torch.equal(got[0], torch.ones(3)) and got[1].dtype == torch.int64
+
+
+GOOD_DESCRIPTOR = {"dtype": "float32", "size": [4], "stride": [1], "offset": 0, "device": 0, "handle": b"h" * 64,
+                   "storage_bytes": 16, "storage_offset_bytes": 0, "ref_handle": b"/torch_1", "ref_offset": 0,
+                   "event_handle": b"e" * 64, "event_sync": True}
+
+
+@pytest.mark.parametrize("field,value", [("dtype", "print"), ("dtype", "Tensor"), ("size", [-1]), ("size", "4"),
+                                         ("stride", [1, 1]), ("handle", "not bytes"), ("offset", -3),
+                                         ("device", None), ("event_sync", 1), ("event_handle", None)])
+def test_a_cuda_ipc_descriptor_with_a_bad_field_is_refused_before_anything_is_mapped(base, monkeypatch, field, value):
+    # The descriptor comes from the candidate's process; nothing of it may reach the CUDA driver unchecked.
+    mapped = []
+    monkeypatch.setattr(exchange, "_new_shared_cuda", lambda *a: mapped.append(a))
+    ex = exchange.Exchange(exchange.make_directory())
+    with pytest.raises(ValueError):
+        ex.take({"cuda_ipc": [dict(GOOD_DESCRIPTOR, **{field: value})]})
+    with pytest.raises(ValueError):
+        ex.take({"cuda_ipc": ["not a map"]})
+    assert mapped == []
+
+
+def test_a_well_formed_cuda_ipc_descriptor_reaches_the_mapping_call(base, monkeypatch):
+    calls = []
+    monkeypatch.setattr(exchange, "_new_shared_cuda", lambda *a: calls.append(a) or torch.UntypedStorage(16))
+    monkeypatch.setattr(torch, "device", lambda *a: "cpu")  # no CUDA device here to put the view on
+    ex = exchange.Exchange(exchange.make_directory())
+    got = ex.take({"cuda_ipc": [GOOD_DESCRIPTOR]})
+    assert calls == [(0, b"h" * 64, 16, 0, b"/torch_1", 0, b"e" * 64, True)]
+    assert got[0].shape == (4,) and got[0].dtype == torch.float32

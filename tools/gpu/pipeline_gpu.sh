@@ -3,9 +3,11 @@
 #
 #   STAGE=build    tools/gpu/build_and_test.sh (build-gpu/, the CUDA build test, both binding
 #                  compilers, `bench build` unless BENCH_BUILD=0)
-#   STAGE=harness  the GPU red-team cases and the timing study (repeatability, do_bench agreement)
+#   STAGE=harness  the GPU red-team cases, the timing variants (where a run's fixed cost comes
+#                  from) and the timing study (repeatability, do_bench agreement)
 #   STAGE=rollout  a demonstration rollout of the bench set (TASKS='bench_0*' picks some) on cuda
-#                  and its hermetic replay, then a small `corpus synth` on cuda unless SYNTH=0
+#                  and its hermetic replay, then a small `corpus synth` on cuda unless SYNTH=0;
+#                  RESUME=1 continues a run cut off by its time box (ROLLOUT_LOG names its log)
 #   STAGE=corpus   every bench demonstration through `cuda-agent check` (DEMO_GROUPS streams at
 #                  once), then a `corpus synth` on cuda
 #   STAGE=all      build, harness and rollout (the default)
@@ -39,6 +41,8 @@ if ! "$bin" bench sandbox --runs 1 >"$out/sandbox_probe.log" 2>&1; then set_args
 if wants harness; then
   step timeout "${REDTEAM_S:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
+  step timeout "${VARIANTS_S:-150}" "$PYTHON" tools/gpu/timing_variants.py ${VARIANT_TASKS:-bench_05_matmul bench_13_linear_relu} \
+    > "$out/timing_variants.txt" 2> "$out/timing_variants.err"
   step timeout "${STUDY_S:-200}" "$PYTHON" tools/gpu/timing_study.py --bin "$bin" "${set_args[@]}" \
     --repeats 10 --runs "${STUDY_RUNS:-50}" ${STUDY_TASKS:-bench_05_matmul bench_13_linear_relu bench_17_attention} \
     > "$out/timing_study.txt" 2> "$out/timing_study.err"
@@ -51,8 +55,8 @@ if wants rollout; then
   # for bench_01_relu) and their exchange files while the candidate holds its own copy.
   step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots="${GPU_SLOTS:-2}" \
     rollout --corpus bench ${TASKS:+--tasks "$TASKS"} --policy demo --device cuda ${EPISODES:+--episodes "$EPISODES"} --concurrency 4 \
-    --log "$out/rollout_log" --run-id gpu > "$out/rollout.txt" 2> "$out/rollout.err"
-  step timeout "${REPLAY_S:-90}" "$bin" replay "$out/rollout_log" > "$out/replay.txt" 2>&1
+    --log "${ROLLOUT_LOG:-$out/rollout_log}" --run-id gpu ${RESUME:+--resume} > "$out/rollout.txt" 2> "$out/rollout.err"
+  step timeout "${REPLAY_S:-90}" "$bin" replay "${ROLLOUT_LOG:-$out/rollout_log}" > "$out/replay.txt" 2>&1
   if [ "${SYNTH:-1}" = 1 ]; then
     step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
       --out "$out/synth_cuda" --count "${SYNTH_COUNT:-24}" --workers "${SYNTH_WORKERS:-1}" --summary "$out/synth_cuda.json" \
