@@ -4,7 +4,10 @@ out as a task in the KernelBench format.
 A chain starts from one input of rank 2, 3 or 4 whose element count is drawn around the
 configured scale; each step picks an operator that accepts the current shape, infers the shape
 it returns, and records the constructor arguments and extra inputs it needs. Generated sizes are
-guesses: the filters measure the real runtime and drop what misses the window.
+guesses: the filters measure the real runtime and drop what misses the window. A chain in which
+any tensor (input, intermediate, extra input or layer weight) would hold more than MAX_GROWTH
+times the configured element count is dropped here: a matmul or Linear over a long row would
+otherwise ask for a square of it (150 TB, seen on an H200 at 2^28 elements).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ Shape = Tuple[int, ...]
 
 # How many operators a task composes: CUDA-Agent-Ops-6K is 84% two-operator tasks.
 DEFAULT_OP_COUNT_WEIGHTS = {1: 0.05, 2: 0.84, 3: 0.06, 4: 0.03, 5: 0.02}
+MAX_GROWTH = 16  # start shapes span 1/8x..8x the configured count; intermediates may grow 2x more
 
 
 @dataclasses.dataclass
@@ -27,6 +31,11 @@ class Step:
     init: Optional[str]        # module constructor text, e.g. "nn.Linear(256, 128)"
     call: str                  # forward expression with {x} for the running tensor
     extra_inputs: List[Shape]  # new forward inputs this step consumes, in order
+    weights: int = 0           # elements of the step's parameters
+
+    def largest(self, out: Shape) -> int:
+        """Elements of the largest tensor this step makes or takes."""
+        return max([math.prod(out), self.weights] + [math.prod(s) for s in self.extra_inputs])
 
 
 @dataclasses.dataclass
@@ -75,7 +84,7 @@ def _module_step(rng: random.Random, name: str, shape: Shape) -> Optional[Tuple[
     if short == "Linear":
         fin = shape[-1]
         fout = _round_dim(fin * _pick(rng, (0.5, 1.0, 2.0)), 8)
-        return Step(name, f"nn.Linear({fin}, {fout})", "", []), shape[:-1] + (fout,)
+        return Step(name, f"nn.Linear({fin}, {fout})", "", [], fin * fout), shape[:-1] + (fout,)
     if short == "LayerNorm":
         return Step(name, f"nn.LayerNorm({shape[-1]})", "", []), shape
     if short in ("Conv1d", "Conv2d"):
@@ -87,13 +96,13 @@ def _module_step(rng: random.Random, name: str, shape: Shape) -> Optional[Tuple[
         if min(spatial) < 1:
             return None
         return (Step(name, f"nn.{short}({cin}, {cout}, kernel_size={k}, stride={stride}, "
-                           f"padding={pad})", "", []), (shape[0], cout) + spatial)
+                           f"padding={pad})", "", [], cin * cout * k ** len(spatial)), (shape[0], cout) + spatial)
     if short == "ConvTranspose2d":
         cin, k, stride = shape[1], _pick(rng, (2, 3)), _pick(rng, (1, 2))
         cout = _pick(rng, (8, 16, 32))
         spatial = tuple((s - 1) * stride + k for s in shape[2:])
         return (Step(name, f"nn.ConvTranspose2d({cin}, {cout}, kernel_size={k}, stride={stride})",
-                     "", []), (shape[0], cout) + spatial)
+                     "", [], cin * cout * k * k), (shape[0], cout) + spatial)
     if short in ("BatchNorm1d", "BatchNorm2d", "InstanceNorm2d"):
         return Step(name, f"nn.{short}({shape[1]})", "", []), shape
     if short == "GroupNorm":
@@ -174,7 +183,7 @@ def compose(rng: random.Random, ops: List[Op], task_id: str, elements: int,
                     break
             else:
                 made = None
-            if not made:
+            if not made or made[0].largest(made[1]) > MAX_GROWTH * elements:
                 ok = False
                 break
             step, shape = made

@@ -6,6 +6,7 @@ It never sees the reference's outputs: it returns its own outputs (torch.save by
 guards caught, and the worker decides. Commands: load, verify, time, exit.
 """
 import argparse
+import gc
 import importlib
 import importlib.util
 import os
@@ -17,6 +18,8 @@ import traceback
 import torch
 
 from harness import exchange, framing, guard, task_inputs, timing
+
+_ipc_collect = torch.cuda.ipc_collect  # bound before any candidate code runs
 
 
 def as_output_list(out):
@@ -289,6 +292,14 @@ class Runner:
         outputs = [self.exchange.put_outputs([o.detach() for o in outs]) for outs in self.kept_outputs[-len(sets):]]
         return {"outputs": outputs, "poisoned": poisoned}
 
+    def release(self):
+        """Drops the tensors this process holds, shared ones included, before it exits: torch
+        warns at exit about CUDA memory still shared out, even where the worker let go long ago."""
+        self.kept_outputs, self.timing_inputs, self.sets = [], None, None
+        if self.device is not None and self.device.type == "cuda":
+            gc.collect()
+            _ipc_collect()
+
     def _draw(self, seed):
         if self.task is None:
             raise RuntimeError("inputs asked for before the candidate was loaded")
@@ -341,9 +352,11 @@ def main():
         try:
             req = framing.read_frame(cmd_fd, wide=True)
         except framing.ChannelClosed:
+            runner.release()
             return 0
         op = req.get("op")
         if op == "exit":
+            runner.release()
             return 0
         reply = {"ok": True, "error": None}
         try:

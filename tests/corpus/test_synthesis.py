@@ -1,6 +1,7 @@
 """Catalogue crawl, composer, the four filters (each made to reject), AST dedup, and a small
 end-to-end synth run with torch.compile in worker processes."""
 import json
+import math
 import random
 
 import pytest
@@ -40,6 +41,25 @@ def test_composer_shapes_match_execution(ops):
         assert v.output_shapes == [list(cand.output_shape)], cand.code
     assert all(1 <= n <= 5 for n in lengths)
     assert lengths.count(2) > len(lengths) / 2  # two-operator chains dominate, as in Ops-6K
+
+
+def _all_tensor_elements(cand):
+    """Elements of every tensor a chain makes or takes, by the composer's own shape rules."""
+    sizes = [math.prod(cand.input_shape)]
+    for step in cand.steps:
+        sizes += [step.weights] + [math.prod(s) for s in step.extra_inputs]
+    return sizes + [math.prod(cand.output_shape)]
+
+
+def test_no_chain_at_the_gpu_scale_asks_for_more_than_its_bound(ops):
+    # At 2^28 elements a matmul or Linear over a long row once asked for 150 TB in get_inputs().
+    rng = random.Random(11)
+    elements = 1 << 28
+    made = [compose.compose(rng, ops, f"g{i}", elements) for i in range(300)]
+    made = [c for c in made if c is not None]
+    assert len(made) > 250
+    assert max(max(_all_tensor_elements(c)) for c in made) <= 16 * elements  # 16 GiB of float32 at most
+    assert any("Linear" in " ".join(c.operators) or "matmul" in " ".join(c.operators) for c in made)
 
 
 def _task(body, inputs="[torch.randn(64, 64)]"):
