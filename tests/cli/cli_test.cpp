@@ -122,6 +122,19 @@ TEST(cli, rollout_tasks_that_match_nothing_are_a_one_line_error) {
   EXPECT_NE(r.err.find("no task of set smoke matches --tasks nothing*,nor_this"), std::string::npos) << r.err;
 }
 
+TEST(cli, rollout_without_a_set_takes_the_devices_own) {
+  // smoke on cpu (bench on cuda): the set named in the error is the one the rollout chose.
+  auto r = cli({"rollout", "--policy", "demo", "--device", "cpu", "--tasks", "nothing*"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no task of set smoke matches"), std::string::npos) << r.err;
+  r = cli({"rollout", "--policy", "demo", "--device", "cuda", "--tasks", "nothing*"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no task of set bench matches"), std::string::npos) << r.err;
+  r = cli({"rollout", "--policy", "demo", "--device", "tpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
 TEST(cli, rollout_resume_needs_the_run_and_its_log) {
   auto r = cli({"rollout", "--corpus", "smoke", "--policy", "demo", "--resume"});
   EXPECT_EQ(r.exit_code, 2);

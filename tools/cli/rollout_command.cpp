@@ -19,6 +19,9 @@
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
 #include "corpus/task_index.hpp"
+#ifdef CUDA_AGENT_HAVE_CUDA
+#include "kernels/device_query.hpp"
+#endif
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
 
@@ -26,9 +29,9 @@ namespace cuda_agent::cli {
 namespace {
 
 struct rollout_options {
-  std::string corpus;
+  std::string corpus;  // empty: bench on cuda, smoke on cpu
   std::string policy;
-  std::string device = "cpu";
+  std::string device = "auto";
   int episodes = 0;  // 0: one per task
   int concurrency = 0;
   std::string log_dir;
@@ -149,7 +152,18 @@ void print_table(const std::vector<episode_summary>& results) {
                "geomeans over passing candidates)\n";
 }
 
-int run_rollout(const settings& config, const rollout_options& o) {
+// "auto": cuda where the CUDA runtime lists a GPU, else cpu.
+std::string resolve_device(const std::string& device) {
+  if (device != "auto") return device;
+#ifdef CUDA_AGENT_HAVE_CUDA
+  if (!query_gpus().devices.empty()) return "cuda";
+#endif
+  return "cpu";
+}
+
+int run_rollout(const settings& config, rollout_options o) {
+  o.device = resolve_device(o.device);
+  if (o.corpus.empty()) o.corpus = o.device == "cuda" ? "bench" : "smoke";
   const auto set_dir = corpus::resolve_set(std::filesystem::path{CUDA_AGENT_SOURCE_DIR} / "corpus", o.corpus);
   auto tasks = corpus::load_task_set(set_dir);
   if (tasks.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
@@ -247,13 +261,13 @@ void add_rollout_command(CLI::App& app, invocation& inv) {
       "rollout", "Run agent episodes over a corpus set through the whole pipeline");
   auto o = std::make_shared<rollout_options>();
   cmd->add_option("--corpus", o->corpus, "Corpus set: a directory with index.json, or a set name "
-                                         "under corpus/tasks (smoke, bench)")
-      ->required();
+                                         "under corpus/tasks (default: bench on cuda, smoke on cpu)");
   cmd->add_option("--policy", o->policy, "Policy backend: openai, replay or demo (default: "
                                          "setting policy.backend)")
       ->check(CLI::IsMember({"openai", "replay", "demo"}));
-  cmd->add_option("--device", o->device, "Where candidates run: cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--device", o->device, "Where candidates run: cpu, cuda, or auto (cuda where a "
+                                         "GPU is visible; the default)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--tasks", o->task_globs, "Only the tasks whose ids match these globs "
                                             "(comma-separated or repeated), e.g. 'bench_0*'")
       ->delimiter(',');
