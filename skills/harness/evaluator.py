@@ -252,31 +252,36 @@ class Evaluator:
     def __init__(self):
         self.tasks = {}
         self.timers = {}
-        self.spare = None  # the next job's child, started between jobs
-        self.last_child_spec = None  # (device, memory_limit_mb) of the last job's child
+        self.spare = None  # the next job's child, started during this one
+        self.jobs = 0
 
     def child_for(self, device, memory_limit_mb):
-        """This job's child: the spare started after the previous job where it fits, else a new
-        one. Each child serves exactly one job."""
+        """This job's child, started ahead during the previous job where it could be, and a spare
+        started now for the next one: a child's interpreter, torch, CUDA and guards take seconds
+        (8-11 s on the H200 host). Each child still serves exactly one job. A worker's first job
+        starts no spare: one that serves a single job (`cuda-agent check`) would waste it."""
         child, self.spare = self.spare, None
         if child is None or not child.fits(device, memory_limit_mb):
             if child is not None:
                 child.close()
             child = CandidateProcess(device, memory_limit_mb)
-        self.last_child_spec = (device, memory_limit_mb)
+        self.jobs += 1
+        if self.jobs > 1:
+            self.spare = CandidateProcess(device, memory_limit_mb)
         return child
 
-    def start_spare(self):
-        """Starts the next job's child once a job's reply is out, like the last job's child: its
-        interpreter, torch, CUDA and guards take seconds (6-10 s on the H200 host), which pass
-        while the episode works between jobs. Started then and not during a job, it never
-        competes with a job's timed runs. A worker that is shut down instead kills it at once."""
-        if self.spare is None and self.last_child_spec is not None:
-            self.spare = CandidateProcess(*self.last_child_spec)
+    def quiet_spare(self, timeout_s=60.0):
+        """Waits until the spare has started, so that it does not compete with the timed runs."""
+        if self.spare is None:
+            return
+        try:
+            self.spare.await_ready(time.monotonic() + timeout_s)
+        except CandidateFailure:
+            self.spare.close()
+            self.spare = None
 
     def close(self):
-        if self.spare is not None:  # never used: no exit to ask for, it may still be starting
-            self.spare.kill()
+        if self.spare is not None:
             self.spare.close()
             self.spare = None
 
@@ -333,7 +338,7 @@ class Evaluator:
         seed = int(o["seed"]) or int.from_bytes(os.urandom(4), "little") % (1 << 30) + 1
         phases = PhaseLog(record["job_id"])
         # The child comes first: its interpreter, torch and CUDA come up while the reference runs
-        # (or came up between jobs, as the spare).
+        # (or came up during the previous job).
         child = self.child_for(device, o["memory_limit_mb"])
         try:
             model, init_inputs, state_dict, seeds, prints, first_inputs, refs = self.reference(
@@ -381,6 +386,8 @@ class Evaluator:
             del outputs  # on CUDA they map the child's memory: let go of it while the child lives
             phases.mark("judge")
             if error is None and not violations and want_profile:
+                self.quiet_spare()
+                phases.mark("spare")
                 self.profile(task, model, first_inputs, seeds[0], refs[0], child, o, profile, violations, device)
                 phases.mark("profile")
             record["correct"] = error is None and not violations

@@ -56,9 +56,6 @@ def serve(evaluator, reply_fd):
             traceback.print_exc()
             reply.update(ok=False, error=f"{type(e).__name__}: {e}")
         framing.write_frame(reply_fd, reply)
-        if op in ("evaluate", "verify", "profile"):
-            evaluator.start_spare()  # the next job's child starts while the episode works
-
 
 if __name__ == "__main__":
     sys.exit(main())
