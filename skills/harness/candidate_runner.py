@@ -91,7 +91,7 @@ class Runner:
         import harness.candidate_runner as me
         self.identity = guard.IdentitySnapshot()
         for prefix, module in (("harness.guard", guard), ("harness.candidate_runner", me),
-                               ("harness.task_inputs", task_inputs)):
+                               ("harness.task_inputs", task_inputs), ("harness.exchange", exchange)):
             self.identity.watch(prefix, module)
         self.audit = guard.AuditGuard(self.violations, req.get("allowed_write_dirs", []) + [solution_dir],
                                       task_path)

@@ -150,7 +150,7 @@ class CandidateProcess:
     def take(self, name):
         """What the child put under name; a bad or missing file is the candidate's failure."""
         try:
-            return self.exchange.take(name)
+            return self.exchange.take(name, ipc_owner=self.proc.pid)
         except Exception as e:
             raise CandidateFailure(f"the candidate's reply named no readable tensors ({type(e).__name__}: {e})")
 

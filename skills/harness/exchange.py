@@ -14,6 +14,7 @@ Both sides bind torch.save, torch.load and the IPC calls at import, before any c
 """
 import atexit
 import os
+import re
 import shutil
 import tempfile
 
@@ -24,6 +25,10 @@ _torch_load = torch.load
 _share_cuda = torch.UntypedStorage._share_cuda_
 _new_shared_cuda = torch.UntypedStorage._new_shared_cuda
 _MAX_DIMS = 64
+# torch's CUDA_IPC_REF_COUNTER_FILE_SIZE: int64 counters in one ref-counter file. The receiver
+# decrements counter ref_offset of that file when it lets go, so an offset past it would be a
+# write anywhere in the worker.
+_REF_COUNTERS = 10000
 _SHM = "/dev/shm"
 _SHM_MIN_FREE = 16 << 30  # a container's small /dev/shm would fill up: use the disk instead
 
@@ -102,11 +107,13 @@ class Exchange:
                                 "event_sync": bool(event_sync)})
         return {"cuda_ipc": descriptors}
 
-    def take(self, name):
+    def take(self, name, ipc_owner=None):
         """Loads what the other side put under name (tensors and plain containers only), or maps
-        the CUDA tensors that put_outputs described."""
+        the CUDA tensors that put_outputs described in the process whose pid is ipc_owner."""
         if isinstance(name, dict):
-            return [_map_shared(d) for d in name.get("cuda_ipc") or []]
+            if ipc_owner is None:
+                raise ValueError("CUDA IPC descriptors from a process not named")
+            return [_map_shared(d, ipc_owner) for d in name.get("cuda_ipc") or []]
         if not isinstance(name, str) or not name or os.path.basename(name) != name or name.startswith("."):
             raise ValueError(f"bad exchange file name {name!r}")
         path = os.path.join(self.directory, name)
@@ -122,10 +129,11 @@ class Exchange:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _map_shared(d):
+def _map_shared(d, owner_pid):
     """A tensor over another process's CUDA memory, from a put_outputs descriptor. The descriptor
-    comes from the candidate's process: every field is checked, and torch refuses a view outside
-    the storage."""
+    comes from the candidate's process: every field is checked, the reference counter must be one
+    of that process's own (torch names the file /torch_<pid>_<n>) and lie inside its file, and
+    torch refuses a view outside the storage."""
     def ints(value, what):
         if not isinstance(value, list) or len(value) > _MAX_DIMS or \
                 not all(isinstance(x, int) and x >= 0 for x in value):
@@ -146,6 +154,15 @@ def _map_shared(d):
             or not all(isinstance(x, bytes) for x in (handle, ref_handle)) or not isinstance(event_sync, bool) \
             or not (isinstance(event_handle, bytes) or (event_handle is None and not event_sync)):
         raise ValueError("a CUDA IPC descriptor has a field of the wrong type")
+    ref_name = ref_handle.decode("ascii", "replace")
+    if not re.fullmatch(rf"/torch_{int(owner_pid)}_\d+", ref_name) or ref_offset >= _REF_COUNTERS:
+        raise ValueError(f"a CUDA IPC reference counter that is not the candidate's ({ref_name!r}, {ref_offset})")
+    try:
+        counters_bytes = os.stat(os.path.join(_SHM, ref_name[1:])).st_size
+    except OSError:
+        counters_bytes = 0
+    if counters_bytes < 8 * _REF_COUNTERS:  # a shorter file would fault when mapped and counted down
+        raise ValueError(f"the CUDA IPC reference counter file {ref_name!r} is missing or short")
     storage = _new_shared_cuda(device, handle, storage_bytes, storage_offset_bytes, ref_handle, ref_offset,
                                event_handle, event_sync)
     return torch.empty(0, dtype=dtype, device=torch.device("cuda", device)).set_(storage, offset, size, stride)

@@ -57,31 +57,55 @@ def test_outputs_on_the_cpu_go_through_a_file(base):
     assert torch.equal(got[0], torch.ones(3)) and got[1].dtype == torch.int64
 
 
-GOOD_DESCRIPTOR = {"dtype": "float32", "size": [4], "stride": [1], "offset": 0, "device": 0, "handle": b"h" * 64,
-                   "storage_bytes": 16, "storage_offset_bytes": 0, "ref_handle": b"/torch_1", "ref_offset": 0,
-                   "event_handle": b"e" * 64, "event_sync": True}
+OWNER = 4242  # the pid of the process the descriptors claim to come from
 
 
-@pytest.mark.parametrize("field,value", [("dtype", "print"), ("dtype", "Tensor"), ("size", [-1]), ("size", "4"),
-                                         ("stride", [1, 1]), ("handle", "not bytes"), ("offset", -3),
-                                         ("device", None), ("event_sync", 1), ("event_handle", None)])
-def test_a_cuda_ipc_descriptor_with_a_bad_field_is_refused_before_anything_is_mapped(base, monkeypatch, field, value):
+def descriptor(**changes):
+    good = {"dtype": "float32", "size": [4], "stride": [1], "offset": 0, "device": 0, "handle": b"h" * 64,
+            "storage_bytes": 16, "storage_offset_bytes": 0, "ref_handle": f"/torch_{OWNER}_7".encode(),
+            "ref_offset": 3, "event_handle": b"e" * 64, "event_sync": True}
+    return dict(good, **changes)
+
+
+@pytest.fixture
+def shm(tmp_path, monkeypatch):
+    """A stand-in for /dev/shm holding the owner's reference-counter file, full size."""
+    directory = tmp_path / "shm"
+    directory.mkdir()
+    (directory / f"torch_{OWNER}_7").write_bytes(bytes(8 * exchange._REF_COUNTERS + 64))
+    (directory / f"torch_{OWNER}_8").write_bytes(bytes(64))
+    (directory / "torch_999_7").write_bytes(bytes(8 * exchange._REF_COUNTERS + 64))
+    monkeypatch.setattr(exchange, "_SHM", str(directory))
+    return directory
+
+
+@pytest.mark.parametrize("changes", [
+    {"dtype": "print"}, {"dtype": "Tensor"}, {"size": [-1]}, {"size": "4"}, {"stride": [1, 1]},
+    {"handle": "not bytes"}, {"offset": -3}, {"device": None}, {"event_sync": 1}, {"event_handle": None},
+    # the receiver counts down ref_offset of this file when it lets go: it must be the owner's, in range
+    {"ref_offset": 10000}, {"ref_offset": 1 << 40}, {"ref_handle": b"/torch_999_7"},
+    {"ref_handle": f"/torch_{OWNER}_7/../x".encode()}, {"ref_handle": f"/torch_{OWNER}_8".encode()},
+    {"ref_handle": f"/torch_{OWNER}_9".encode()},
+])
+def test_a_cuda_ipc_descriptor_with_a_bad_field_is_refused_before_anything_is_mapped(base, shm, monkeypatch, changes):
     # The descriptor comes from the candidate's process; nothing of it may reach the CUDA driver unchecked.
     mapped = []
     monkeypatch.setattr(exchange, "_new_shared_cuda", lambda *a: mapped.append(a))
     ex = exchange.Exchange(exchange.make_directory())
     with pytest.raises(ValueError):
-        ex.take({"cuda_ipc": [dict(GOOD_DESCRIPTOR, **{field: value})]})
+        ex.take({"cuda_ipc": [descriptor(**changes)]}, ipc_owner=OWNER)
     with pytest.raises(ValueError):
-        ex.take({"cuda_ipc": ["not a map"]})
+        ex.take({"cuda_ipc": ["not a map"]}, ipc_owner=OWNER)
+    with pytest.raises(ValueError):
+        ex.take({"cuda_ipc": [descriptor()]})  # from no named process
     assert mapped == []
 
 
-def test_a_well_formed_cuda_ipc_descriptor_reaches_the_mapping_call(base, monkeypatch):
+def test_a_well_formed_cuda_ipc_descriptor_reaches_the_mapping_call(base, shm, monkeypatch):
     calls = []
     monkeypatch.setattr(exchange, "_new_shared_cuda", lambda *a: calls.append(a) or torch.UntypedStorage(16))
     monkeypatch.setattr(torch, "device", lambda *a: "cpu")  # no CUDA device here to put the view on
     ex = exchange.Exchange(exchange.make_directory())
-    got = ex.take({"cuda_ipc": [GOOD_DESCRIPTOR]})
-    assert calls == [(0, b"h" * 64, 16, 0, b"/torch_1", 0, b"e" * 64, True)]
+    got = ex.take({"cuda_ipc": [descriptor()]}, ipc_owner=OWNER)
+    assert calls == [(0, b"h" * 64, 16, 0, f"/torch_{OWNER}_7".encode(), 3, b"e" * 64, True)]
     assert got[0].shape == (4,) and got[0].dtype == torch.float32
