@@ -2,8 +2,9 @@
 
 Started by the worker with two private pipes (commands in, replies out); the candidate's own
 standard output is sent to standard error so it cannot write into the reply channel by printing.
-It never sees the reference's outputs: it returns its own outputs (torch.save bytes) and what the
-guards caught, and the worker decides. Commands: load, verify, time, exit.
+It never sees the reference's outputs: it returns its own outputs (shared by CUDA IPC on a GPU,
+an exchange file on the CPU; exchange.put_outputs) and what the guards caught, and the worker
+decides. Commands: load, verify, time, exit.
 """
 import argparse
 import gc
@@ -289,7 +290,7 @@ class Runner:
             outs, flags = self.guarded_call(buffers, i, settle=not late)
             poisoned.append(flags)
         # Outputs are read back only now: one overwritten by a later call is caught as wrong.
-        outputs = [self.exchange.put_outputs([o.detach() for o in outs]) for outs in self.kept_outputs[-len(sets):]]
+        outputs = [self.exchange.put_outputs(outs) for outs in self.kept_outputs[-len(sets):]]
         return {"outputs": outputs, "poisoned": poisoned}
 
     def release(self):
@@ -325,7 +326,7 @@ class Runner:
         self._check_identity("after timing")
         reply = {"samples_ms": samples}
         if req.get("return_output") and out is not None:
-            reply["output"] = self.exchange.put_outputs([o.detach() for o in as_output_list(out)])
+            reply["output"] = self.exchange.put_outputs(as_output_list(out))
         return reply
 
 

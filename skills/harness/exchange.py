@@ -88,8 +88,9 @@ class Exchange:
     def put_outputs(self, tensors):
         """What to send for a list of output tensors: CUDA IPC descriptors when all are on a CUDA
         device, else the name of a file holding host copies."""
+        tensors = [t.detach() for t in tensors]
         if not tensors or not all(t.is_cuda for t in tensors):
-            return self.put([t.detach().cpu() for t in tensors], "outputs")
+            return self.put([t.cpu() for t in tensors], "outputs")
         shared = {}  # one IPC export per storage: outputs may share one
         descriptors = []
         for t in tensors:

@@ -50,13 +50,14 @@ fi
 
 if wants rollout; then
   # Two profiler slots share the one GPU so that the set fits the time box; their timings
-  # overlap, so speed-ups here are rough and correctness (reward >= 1) is what counts. More
-  # slots would not fit in host memory: a large task's worker holds its five input sets (10 GiB
-  # for bench_01_relu) and their exchange files while the candidate holds its own copy.
+  # overlap, so speed-ups here are rough and correctness (reward >= 1) is what counts. A large
+  # task's job holds up to ~40 GiB of GPU memory (the reference's outputs in the worker, the input
+  # sets and outputs in the candidate's child); more slots have not been tried.
+  log=${ROLLOUT_LOG:-$out/rollout_log}
   step timeout "${ROLLOUT_S:-420}" "$bin" "${set_args[@]}" --set rollout.gpu_slots="${GPU_SLOTS:-2}" \
     rollout --corpus bench ${TASKS:+--tasks "$TASKS"} --policy demo --device cuda ${EPISODES:+--episodes "$EPISODES"} --concurrency 4 \
-    --log "${ROLLOUT_LOG:-$out/rollout_log}" --run-id gpu ${RESUME:+--resume} > "$out/rollout.txt" 2> "$out/rollout.err"
-  step timeout "${REPLAY_S:-90}" "$bin" replay "${ROLLOUT_LOG:-$out/rollout_log}" > "$out/replay.txt" 2>&1
+    --log "$log" --run-id gpu ${RESUME:+--resume} > "$out/rollout.txt" 2> "$out/rollout.err"
+  step timeout "${REPLAY_S:-90}" "$bin" replay "$log" > "$out/replay.txt" 2>&1
   if [ "${SYNTH:-1}" = 1 ]; then
     step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
       --out "$out/synth_cuda" --count "${SYNTH_COUNT:-24}" --workers "${SYNTH_WORKERS:-1}" --summary "$out/synth_cuda.json" \

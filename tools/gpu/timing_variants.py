@@ -5,7 +5,8 @@ several bracketings of the same call, against triton.testing.do_bench.
 
 Every variant gets freshly cloned inputs and an L2 flush before each run, like the harness:
   idle-start  synchronise, start mark, call, synchronise, end mark (the harness before the pad)
-  padded      synchronise, GPU spins ~1 ms, start mark, call, synchronise, end mark (the harness now)
+  padded      the harness's own timing.Timer: synchronise, GPU spins ~1 ms, start mark, call,
+              synchronise, end mark
   queued      start mark, call, end mark, no synchronisation in between (do_bench's bracketing)
 For each it prints the median of --repeats medians of --runs runs and their coefficient of
 variation, then do_bench's median and how far each variant lies from it.
@@ -24,19 +25,19 @@ sys.path.insert(0, os.path.join(REPO, "skills"))
 from harness import timing  # noqa: E402
 
 
-def run_once(variant, fn, inputs, flush):
+def run_once(variant, fn, inputs, timer):
+    if variant == "padded":
+        return timer.time_once(fn, inputs)[0]
     args = timing.clone_inputs(inputs)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     with torch.no_grad():
-        flush.fill_(1)
+        timer.flush_buffer.fill_(1)
         if variant == "queued":
             start.record()
             fn(*args)
             end.record()
         else:
             torch.cuda.synchronize()
-            if variant == "padded":
-                torch.cuda._sleep(timing.LAUNCH_PAD_CYCLES)
             start.record()
             fn(*args)
             torch.cuda.synchronize()
@@ -53,7 +54,7 @@ def main():
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("timing_variants: no CUDA device; run it on a GPU host")
-    flush = torch.empty(timing.L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    timer = timing.Timer("cuda")
     variants = ("idle-start", "padded", "queued")
     print(f"repeats={args.repeats} runs={args.runs} device={torch.cuda.get_device_name()} "
           f"pad={timing.LAUNCH_PAD_CYCLES} cycles")
@@ -68,11 +69,11 @@ def main():
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
         for what, fn in (("eager", model), ("compiled", torch.compile(model))):
             for _ in range(10):  # warm-up, and torch.compile's first call
-                run_once("padded", fn, inputs, flush)
+                run_once("padded", fn, inputs, timer)
             medians = {v: [] for v in variants}
             for _ in range(args.repeats):
                 for v in variants:  # interleaved, so that drift hits every variant alike
-                    medians[v].append(statistics.median(run_once(v, fn, inputs, flush) for _ in range(args.runs)))
+                    medians[v].append(statistics.median(run_once(v, fn, inputs, timer) for _ in range(args.runs)))
             with torch.no_grad():
                 reference = triton.testing.do_bench(lambda: fn(*inputs), warmup=25, rep=200, return_mode="median")
             for v in variants:
