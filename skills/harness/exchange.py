@@ -130,10 +130,16 @@ class Exchange:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def owns_shm_name(name, pid):
+    """Whether name is a shared-memory file that torch made in process pid. torch names them all
+    through at::NewProcessWideShmHandle: /torch_<pid>_<random>_<counter>."""
+    return re.fullmatch(rf"/torch_{int(pid)}_\d+_\d+", name) is not None
+
+
 def _map_shared(d, owner_pid):
     """A tensor over another process's CUDA memory, from a put_outputs descriptor. The descriptor
     comes from the candidate's process: every field is checked, the reference counter must be one
-    of that process's own (torch names the file /torch_<pid>_<n>) and lie inside its file, and
+    of that process's own (owns_shm_name) and lie inside its file, and
     torch refuses a view outside the storage."""
     def ints(value, what):
         if not isinstance(value, list) or len(value) > _MAX_DIMS or \
@@ -156,7 +162,7 @@ def _map_shared(d, owner_pid):
             or not (isinstance(event_handle, bytes) or (event_handle is None and not event_sync)):
         raise ValueError("a CUDA IPC descriptor has a field of the wrong type")
     ref_name = ref_handle.decode("ascii", "replace")
-    if not re.fullmatch(rf"/torch_{int(owner_pid)}_\d+", ref_name) or ref_offset >= _REF_COUNTERS:
+    if not owns_shm_name(ref_name, owner_pid) or ref_offset >= _REF_COUNTERS:
         raise ValueError(f"a CUDA IPC reference counter that is not the candidate's ({ref_name!r}, {ref_offset})")
     try:
         counters_bytes = os.stat(os.path.join(_SHM, ref_name[1:])).st_size
