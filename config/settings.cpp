@@ -141,6 +141,9 @@ const std::vector<setting_spec>& settings::schema() {
        "A cached baseline older than this is measured again."},
       {"harness.cpu_threads", T::integer, "0", {}, 0, 1024,
        "Intra-op threads of torch in the worker and the candidate's child on CPU (0: torch's default)."},
+      {"harness.timing_cpus", T::string, "auto", {}, 0, 0,
+       "Cores a CPU job's timed runs hold, kept free of everything else of ours: auto (the last core, "
+       "given two or more), none, or core numbers (2,3)."},
       {"harness.compile_mode", T::choice, "default", {"default", "reduce-overhead", "max-autotune"}, 0, 0,
        "torch.compile mode of the compiled baseline."},
       {"corpus.dir", T::string, "", {}, 0, 0,

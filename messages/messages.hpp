@@ -249,6 +249,24 @@ CUDA_AGENT_FIELDS(evaluate_job, job_id, episode_id, task_path, solution_dir, mod
 
 // --- Rewards -------------------------------------------------------------------------------------
 
+// How a record's times were taken (DESIGN.md, Timing). `baseline`: "fresh" (both baselines
+// measured in this job), "cached" (torch.compile's read from the baseline cache, `baseline_age_s`
+// old, after this job's own eager runs agreed with the eager time cached beside it) or
+// "remeasured" (they disagreed, so both were measured again); empty when nothing was timed.
+// `measurements`: how many times the interleaved runs were taken (again while too spread out).
+// `reliable`: every spread was within the harness's limit; speed earns a milestone only then.
+struct timing_quality {
+  std::string baseline;
+  double baseline_age_s = not_measured;
+  double cv_eager = not_measured;
+  double cv_compile = not_measured;
+  double cv_new = not_measured;
+  int32_t measurements = 0;
+  bool reliable = false;
+};
+CUDA_AGENT_FIELDS(timing_quality, baseline, baseline_age_s, cv_eager, cv_compile, cv_new,
+                  measurements, reliable);
+
 // The outcome of evaluating one candidate: the fields of `cuda-agent check --json`, plus where
 // it belongs. Speed-ups and times are NaN when not measured; an empty error means none.
 struct reward_record {
@@ -264,9 +282,10 @@ struct reward_record {
   double speedup_eager = not_measured;
   double speedup_compile = not_measured;
   std::string error;
+  timing_quality timing;
 };
 CUDA_AGENT_FIELDS(reward_record, episode_id, job_id, compiled, correct, violations, reward,
-                  t_eager_ms, t_compile_ms, t_new_ms, speedup_eager, speedup_compile, error);
+                  t_eager_ms, t_compile_ms, t_new_ms, speedup_eager, speedup_compile, error, timing);
 
 // --- Trajectories ----------------------------------------------------------------------------------
 
@@ -347,7 +366,8 @@ CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_comp
 using all_message_types = caf::detail::type_list<
     task_spec, episode_started, episode_ended, tool_call, chat_message, policy_request,
     policy_response, tool_request, tool_result, compile_job, compile_result, verify_job,
-    verify_result, timing_stats, profile_job, profile_result, evaluate_job, reward_record,
+    verify_result, timing_stats, profile_job, profile_result, evaluate_job, timing_quality,
+    reward_record,
     trajectory_turn, trajectory, learner_update, node_join, node_leave, node_heartbeat>;
 
 static_assert(caf::detail::tl_is_distinct<all_message_types>::value,

@@ -33,6 +33,14 @@ nlohmann::json check_json(const reward_record& record) {
       {"speedup_eager", number_or_null(record.speedup_eager)},
       {"speedup_compile", number_or_null(record.speedup_compile)},
       {"error", record.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(record.error)},
+      {"timing",
+       {{"baseline", record.timing.baseline},
+        {"baseline_age_s", number_or_null(record.timing.baseline_age_s)},
+        {"cv_eager", number_or_null(record.timing.cv_eager)},
+        {"cv_compile", number_or_null(record.timing.cv_compile)},
+        {"cv_new", number_or_null(record.timing.cv_new)},
+        {"measurements", record.timing.measurements},
+        {"reliable", record.timing.reliable}}},
   };
 }
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/harness/cpu_reservation.hpp"
 #include "messages/codec.hpp"
 #include "messages/reward.hpp"
 
@@ -97,6 +98,12 @@ harness_settings harness_settings::from(const settings& config) {
   s.baseline_max_age_s = config.get_int("harness.baseline_max_age_s");
   s.cpu_threads = static_cast<int32_t>(config.get_int("harness.cpu_threads"));
   s.compile_mode = config.get_string("harness.compile_mode");
+  s.timing_cpus = config.get_string("harness.timing_cpus");
+  try {
+    harness::timing_cpus(s.timing_cpus, "cpu");  // a bad value is one clear error at startup, not per job
+  } catch (const std::invalid_argument& e) {
+    throw config_error{e.what()};
+  }
   return s;
 }
 
@@ -242,6 +249,7 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
   request["baseline_max_age_s"] = static_cast<double>(settings_.baseline_max_age_s);
   request["cpu_threads"] = settings_.cpu_threads;
   request["compile_mode"] = settings_.compile_mode;
+  request["timing_cpus"] = harness::timing_cpus(settings_.timing_cpus, request.value("device", device_));
   if (!request.contains("warmup_runs")) request["warmup_runs"] = settings_.warmup_runs;
   if (!request.contains("timed_runs")) request["timed_runs"] = settings_.timed_runs;
 
@@ -270,10 +278,11 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
     result.verify.error = result.record.error;
     spdlog::warn("harness: job {}: {}; the worker will be replaced", job_id, e.what());
   }
-  // The reward is decided here, by the one C++ definition; the worker's copy must agree.
+  // The reward is decided here, by the one C++ definition; the worker's copy must agree. Speed
+  // counts only where it was measured steadily.
   const bool correct = result.record.compiled && result.record.correct && result.record.violations.empty();
-  const int32_t reward = milestone_reward(correct, result.record.t_new_ms, result.record.t_eager_ms,
-                                          result.record.t_compile_ms);
+  const double t_new = result.record.timing.reliable ? result.record.t_new_ms : not_measured;
+  const int32_t reward = milestone_reward(correct, t_new, result.record.t_eager_ms, result.record.t_compile_ms);
   if (reward != result.record.reward && result.record.error.find("harness:") != 0)
     spdlog::error("harness: job {}: worker reward {} disagrees with milestone_reward {}", job_id,
                   result.record.reward, reward);

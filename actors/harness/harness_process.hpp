@@ -36,6 +36,7 @@ struct harness_settings {
   int64_t baseline_max_age_s = 86400;
   int32_t cpu_threads = 0;
   std::string compile_mode = "default";
+  std::string timing_cpus = "auto";  // cpu_reservation.hpp
 
   static harness_settings from(const settings& config);
 };

@@ -9,8 +9,13 @@ while Python and the dispatcher launched that kernel, and every run counted that
 (docs/benchmarks.md, timing study). On CPU the wall clock brackets the call. The timers are
 bound here, at import, before any candidate code runs.
 """
+import contextlib
+import fcntl
 import math
+import os
 import statistics
+import tempfile
+import time
 from time import perf_counter_ns as _perf_counter_ns
 
 import torch
@@ -54,6 +59,91 @@ class Timer:
             out = fn(*args)
             t1 = _perf_counter_ns()
             return (t1 - t0) / 1e6, out
+
+
+# One CPU job's timed runs at a time on this host, whichever worker or rollout it belongs to.
+CPU_TIMING_LOCK = os.path.join(tempfile.gettempdir(), "cuda-agent-cpu-timing.lock")
+
+
+def threads_of(pid):
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def process_tree(pid):
+    """pid and every process descended from it (the candidate's child runs under a sandbox's
+    own processes)."""
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        for tid in threads_of(p):
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+    return tree
+
+
+def pin(pid, cpus):
+    """Moves every thread of pid's process tree onto cpus; threads started later inherit them."""
+    for p in process_tree(pid):
+        for tid in threads_of(p):
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:
+                pass  # a thread that has just ended
+
+
+@contextlib.contextmanager
+def held_cores(cpus, child_pid):
+    """On CPU: the timed runs of one job hold the cores `cpus` (harness.timing_cpus), which the
+    process that started the worker keeps everything else of its own off (compilers, episode
+    tools, other jobs; actors/harness/cpu_reservation.cpp). The worker and the candidate's child
+    move onto them for the timed runs only, under a host-wide lock, and the worker moves back
+    after. No cores given: nothing is held."""
+    if not cpus:
+        yield
+        return
+    cpus = set(cpus)
+    with open(CPU_TIMING_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        before = os.sched_getaffinity(0)
+        pin(os.getpid(), cpus)
+        pin(child_pid, cpus)
+        try:
+            yield
+        finally:
+            pin(os.getpid(), before)
+
+
+def busy_threads(pid):
+    """Threads of pid's process tree that are running or runnable now (state R in /proc)."""
+    busy = 0
+    for p in process_tree(pid):
+        for tid in threads_of(p):
+            try:
+                with open(f"/proc/{p}/task/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            busy += state == "R"
+    return busy
+
+
+def wait_quiet(pid, timeout_s=0.2):
+    """Waits until no thread of pid's process tree runs (between its requests the child's main thread
+    sleeps in a read), so that nothing it left spinning (an OpenMP pool's spin-wait, say) shares
+    the cores with the next timed run. Returns how many threads still ran at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        busy = busy_threads(pid)
+        if busy == 0 or time.monotonic() >= deadline:
+            return busy
+        time.sleep(0.001)
 
 
 def stats(samples_ms):

@@ -79,9 +79,10 @@ def candidate_names(kind, candidates_dir="candidates"):
     names = []
     for name in sorted(os.listdir(os.path.join(HERE, candidates_dir))):
         meta = json.load(open(os.path.join(HERE, candidates_dir, name, "candidate.json")))
-        honest = not meta["expect_violations"] and "expect_error" not in meta
+        memo = meta.get("memo", False)  # judged by the speed it earns, not by a violation
+        honest = not meta["expect_violations"] and "expect_error" not in meta and not memo
         fault = "expect_error" in meta
-        if (kind == "honest" and honest) or (kind == "fault" and fault) or \
-                (kind == "cheat" and not honest and not fault):
+        if (kind == "honest" and honest) or (kind == "fault" and fault) or (kind == "memo" and memo) or \
+                (kind == "cheat" and not honest and not fault and not memo):
             names.append(name)
     return names

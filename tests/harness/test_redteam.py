@@ -22,8 +22,11 @@ def test_honest_candidate_passes(worker, solutions, name):
     assert record["reward"] >= 1
     for key in ("t_new_ms", "t_eager_ms", "t_compile_ms"):
         assert record[key] > 0 and math.isfinite(record[key])
-    assert record["reward"] == reward.milestone_reward(True, record["t_new_ms"], record["t_eager_ms"],
-                                                       record["t_compile_ms"])
+    timing = record["timing"]
+    assert timing["baseline"] in ("fresh", "cached", "remeasured") and 1 <= timing["measurements"] <= 3
+    # speed earns a milestone only where it was measured steadily
+    t_new = record["t_new_ms"] if timing["reliable"] else math.nan
+    assert record["reward"] == reward.milestone_reward(True, t_new, record["t_eager_ms"], record["t_compile_ms"])
     assert reply["profile"]["candidate"]["runs"] == job["timed_runs"]
 
 
@@ -78,3 +81,21 @@ def test_verify_uses_fresh_seeds(worker, solutions):
 def test_unknown_op_is_an_error(worker):
     reply = worker.request({"op": "frobnicate"})
     assert not reply["ok"] and "unknown op" in reply["error"]
+
+
+@pytest.mark.parametrize("name", candidate_names("memo"))
+def test_a_memo_earns_no_more_than_its_honest_speed(worker, solutions, name):
+    # Every timed run sees input values of its own and its output is compared, so a result
+    # remembered by content, address or call count is either recomputed (and timed as such) or
+    # wrong. The honest kernel the memos wrap is timed beside them; a hit would be a copy, two
+    # orders of magnitude faster than the triple loop.
+    _, honest_job = solutions("honest_linear")
+    _, job = solutions(name)
+    honest = [worker.request(honest_job)["record"] for _ in range(2)]
+    record = worker.request(job)["record"]
+    assert all(h["correct"] for h in honest), honest
+    assert record["reward"] <= max(h["reward"] for h in honest), record
+    if record["reward"] >= 1:
+        assert record["t_new_ms"] >= 0.2 * min(h["t_new_ms"] for h in honest), (record, honest)
+    else:
+        assert "timed run" in record["error"] or record["violations"], record

@@ -37,3 +37,19 @@ def test_gpu_fault_is_contained(worker, solutions, name):
     _, honest = solutions("gpu_honest", GPU)
     after = worker.request(dict(honest, op="verify"))["record"]
     assert after["correct"], after["error"]
+
+
+@pytest.mark.parametrize("name", candidate_names("memo", GPU))
+def test_gpu_memo_earns_no_more_than_its_honest_speed(worker, solutions, name):
+    # As on the CPU (test_redteam.py): a hit would be a device copy, far faster than the slow
+    # kernel the memos wrap, which is timed beside them.
+    _, honest_job = solutions("gpu_honest_slow", GPU)
+    _, job = solutions(name, GPU)
+    honest = worker.request(dict(honest_job, timed_runs=20, warmup_runs=1))["record"]
+    record = worker.request(dict(job, timed_runs=20, warmup_runs=1))["record"]
+    assert honest["correct"], honest
+    assert record["reward"] <= honest["reward"], (record, honest)
+    if record["reward"] >= 1:
+        assert record["t_new_ms"] >= 0.5 * honest["t_new_ms"], (record, honest)
+    else:
+        assert "timed run" in record["error"] or record["violations"], record

@@ -419,7 +419,11 @@ TEST(messages_json, check_json_matches_the_contract) {
   for (const auto& item : json.items()) keys.insert(item.key());
   EXPECT_EQ(keys, (std::set<std::string>{"compiled", "correct", "violations", "reward",
                                          "t_eager_ms", "t_compile_ms", "t_new_ms",
-                                         "speedup_eager", "speedup_compile", "error"}));
+                                         "speedup_eager", "speedup_compile", "error",
+                                         "timing"}));
+  EXPECT_EQ(json["timing"]["baseline"], "cached");
+  EXPECT_EQ(json["timing"]["measurements"], 2);
+  EXPECT_EQ(json["timing"]["reliable"], true);
   EXPECT_EQ(json["reward"], 3);
   EXPECT_EQ(json["error"], "late result");
   EXPECT_DOUBLE_EQ(json["t_new_ms"].get<double>(), 0.9);
@@ -427,6 +431,7 @@ TEST(messages_json, check_json_matches_the_contract) {
   EXPECT_TRUE(json["error"].is_null());
   EXPECT_TRUE(json["t_eager_ms"].is_null());
   EXPECT_TRUE(json["speedup_eager"].is_null());
+  EXPECT_TRUE(json["timing"]["cv_new"].is_null());
   EXPECT_EQ(json["compiled"], false);
   EXPECT_EQ(json["reward"], -1);
 }

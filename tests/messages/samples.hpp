@@ -69,9 +69,13 @@ template <> inline profile_result sample() {
 template <> inline evaluate_job sample() {
   return {"job-4", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cpu"};
 }
+template <> inline timing_quality sample() { return {"cached", 3600.5, 0.004, 0.006, 0.003, 2, true}; }
 template <> inline reward_record sample() {
-  return {"ep-7", "job-3", true, true, {"decoy_kernel"}, 3, 1.5, 1.2, 0.9, 1.5 / 0.9, 1.2 / 0.9,
-          "late result"};
+  return {"ep-7",    "job-3",       true,
+          true,      {"decoy_kernel"}, 3,
+          1.5,       1.2,           0.9,
+          1.5 / 0.9, 1.2 / 0.9,     "late result",
+          sample<timing_quality>()};
 }
 template <> inline trajectory_turn sample() {
   return {2, 900, {1, 2, 3}, {-0.5f, -0.25f, -0.125f}, {1, 1, 0}, "exit 0", 41};

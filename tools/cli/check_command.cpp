@@ -17,6 +17,7 @@
 #include "actors/harness/harness_process.hpp"
 #include "messages/reward.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/pipeline.hpp"
 
 #if __has_include("kernels/build/build.hpp")
 #include "kernels/build/build.hpp"
@@ -87,7 +88,9 @@ int run_check(const check_options& opt, const settings& config) {
   }
 
   if (record.error.empty()) {
-    harness::harness_process worker{harness::harness_settings::from(config), opt.device};
+    const auto harness_config = harness::harness_settings::from(config);
+    hold_timing_cpus(harness_config, opt.device);
+    harness::harness_process worker{harness_config, opt.device};
     struct {
       std::string job_id, episode_id, task_path, solution_dir, module_path, device;
     } job;

@@ -4,9 +4,12 @@
 #include <sstream>
 
 #include <caf/all.hpp>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "actors/episode_tools.hpp"
 #include "actors/gpu_pool.hpp"
+#include "actors/harness/cpu_reservation.hpp"
 #include "actors/message_log/reader.hpp"
 #include "actors/policy/policy_actor.hpp"
 #include "actors/recorder.hpp"
@@ -51,6 +54,18 @@ void configure_actor_system(const settings& config, caf::actor_system_config& cf
     cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
 }
 
+void hold_timing_cpus(const harness::harness_settings& settings, const std::string& device) {
+  const auto cpus = harness::timing_cpus(settings.timing_cpus, device);
+  if (cpus.empty()) return;
+  if (!harness::reserve_timing_cpus(cpus)) {
+    spdlog::warn("harness: could not keep this process off core {} (harness.timing_cpus); CPU timings may be noisy",
+                 fmt::join(cpus, ","));
+    return;
+  }
+  spdlog::info("harness: core {} held for CPU timed runs; everything else runs beside it (harness.timing_cpus)",
+               fmt::join(cpus, ","));
+}
+
 node_services start_node_services(caf::actor_system& system, const settings& config,
                                   const std::string& device, const std::filesystem::path& log_dir,
                                   bool with_policy) {
@@ -75,8 +90,9 @@ node_services start_node_services(caf::actor_system& system, const settings& con
   }
   node.compiler = spawn_compiler_pool(system, build::build_settings::from(config),
                                       pool_limits(config, "rollout.compiler_workers"));
-  node.gpu = spawn_gpu_pool(system, harness::harness_settings::from(config), device,
-                            pool_limits(config, "rollout.gpu_slots"));
+  const auto harness_config = harness::harness_settings::from(config);
+  hold_timing_cpus(harness_config, device);
+  node.gpu = spawn_gpu_pool(system, harness_config, device, pool_limits(config, "rollout.gpu_slots"));
   node.make_tools = [&system, sandbox_config, tool_limits](const episode_config& episode) {
     sandbox box{episode.workdir, sandbox_config};
     box.prepare_workdir();

@@ -13,6 +13,7 @@
 #include "actors/compiler_pool.hpp"
 #include "actors/episode.hpp"
 #include "actors/episode_workdir.hpp"
+#include "actors/harness/harness_process.hpp"
 #include "actors/message_log/format.hpp"
 #include "config/settings.hpp"
 
@@ -34,6 +35,10 @@ struct node_services {
 
 // Registers the protocol, the recorder's and the pools' types, and the scheduler threads.
 void configure_actor_system(const settings& config, caf::actor_system_config& cfg);
+
+// On a CPU device, keeps this process (and all it starts later) off the cores that CPU timed runs
+// hold (harness.timing_cpus, actors/harness/cpu_reservation.hpp), and says so in the log.
+void hold_timing_cpus(const harness::harness_settings& settings, const std::string& device);
 
 // `log_dir` empty: no recorder. `with_policy` false: no policy actor. Throws std::runtime_error
 // (one line) when something cannot start (the log is locked, bubblewrap is missing, ...).

@@ -2,11 +2,15 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <torch/extension.h>
 
+#include <map>
+#include <vector>
+
 #include "../binding_registry.h"
 
 extern "C" void launch_relu_2x_plus_1(const float* x, float* y, long n, cudaStream_t stream);
 extern "C" void launch_on_side_stream(const float* x, float* y, long n);
 extern "C" void launch_illegal_access(float* y, cudaStream_t stream);
+extern "C" void launch_relu_2x_plus_1_slowly(const float* x, float* y, long n, cudaStream_t stream);
 
 namespace {
 
@@ -32,7 +36,52 @@ torch::Tensor illegal_access(torch::Tensor x) {
   return y;
 }
 
+torch::Tensor slow_forward(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  launch_relu_2x_plus_1_slowly(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(),
+                               at::cuda::getCurrentCUDAStream());
+  return y;
+}
+
+// Memos over slow_forward: a fresh device copy of a remembered result where they can.
+torch::Tensor copy_of(const torch::Tensor& y) {
+  auto out = torch::empty_like(y);
+  cudaMemcpyAsync(out.data_ptr(), y.data_ptr(), y.nbytes(), cudaMemcpyDeviceToDevice,
+                  at::cuda::getCurrentCUDAStream());
+  return out;
+}
+
+// Remembered by the values of 16 evenly spaced input elements, read back to the host.
+torch::Tensor memo_by_content(torch::Tensor x) {
+  static auto* memo = new std::map<std::vector<float>, torch::Tensor>;
+  std::vector<float> key(16);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  for (int64_t i = 0; i < 16; ++i)
+    cudaMemcpyAsync(&key[i], x.data_ptr<float>() + i * (x.numel() / 16), sizeof(float),
+                    cudaMemcpyDeviceToHost, stream);
+  cudaStreamSynchronize(stream);
+  if (auto it = memo->find(key); it != memo->end()) return copy_of(it->second);
+  auto y = slow_forward(x);
+  memo->emplace(key, copy_of(y));
+  return y;
+}
+
+// Honest for the five verify sets and one warm-up run, then the last result.
+torch::Tensor memo_by_call_count(torch::Tensor x) {
+  static int calls = 0;
+  static auto* last = new torch::Tensor;
+  if (calls++ < 6) {
+    auto y = slow_forward(x);
+    *last = copy_of(y);
+    return y;
+  }
+  return copy_of(*last);
+}
+
 void register_gpu_elementwise(pybind11::module& m) {
+  m.def("slow_forward", &slow_forward);
+  m.def("memo_by_content", &memo_by_content);
+  m.def("memo_by_call_count", &memo_by_call_count);
   m.def("fused_forward", &fused_forward);
   m.def("side_stream_forward", &side_stream_forward);
   m.def("empty_out", &empty_out);

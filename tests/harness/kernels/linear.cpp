@@ -1,6 +1,10 @@
 // CPU kernel for the linear_relu task: y = relu(x W^T + b), a plain triple loop.
 #include <torch/extension.h>
 
+#include <cstring>
+#include <map>
+#include <vector>
+
 #include "../binding_registry.h"
 
 namespace {
@@ -20,7 +24,53 @@ torch::Tensor linear_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
   return y;
 }
 
-void register_linear(pybind11::module& m) { m.def("linear_relu", &linear_relu); }
+// Memos for the red team: each hands back a fresh copy of a remembered result where it can, so
+// that no guard on output memory sees a reuse, and is timed as a copy when it hits.
+torch::Tensor copy_of(const torch::Tensor& y) {
+  auto out = torch::empty_like(y);
+  std::memcpy(out.data_ptr(), y.data_ptr(), y.nbytes());
+  return out;
+}
+
+// Remembered by the values of 16 evenly spaced input elements: a hit whenever values recur.
+torch::Tensor memo_by_content(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+  static auto* memo = new std::map<std::vector<float>, torch::Tensor>;
+  std::vector<float> key;
+  const float* px = x.data_ptr<float>();
+  for (int64_t i = 0; i < 16; ++i) key.push_back(px[i * (x.numel() / 16)]);
+  if (auto it = memo->find(key); it != memo->end()) return copy_of(it->second);
+  auto y = linear_relu(x, w, b);
+  memo->emplace(key, copy_of(y));
+  return y;
+}
+
+// Honest for the five verify sets and the tests' one warm-up run, the last result after that.
+torch::Tensor memo_by_call_count(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+  static int calls = 0;
+  static auto* last = new torch::Tensor;
+  if (calls++ < 6) {
+    auto y = linear_relu(x, w, b);
+    *last = copy_of(y);
+    return y;
+  }
+  return copy_of(*last);
+}
+
+// Remembered by the input's address.
+torch::Tensor memo_by_pointer(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+  static auto* memo = new std::map<const void*, torch::Tensor>;
+  if (auto it = memo->find(x.data_ptr()); it != memo->end()) return copy_of(it->second);
+  auto y = linear_relu(x, w, b);
+  (*memo)[x.data_ptr()] = copy_of(y);
+  return y;
+}
+
+void register_linear(pybind11::module& m) {
+  m.def("linear_relu", &linear_relu);
+  m.def("memo_by_content", &memo_by_content);
+  m.def("memo_by_call_count", &memo_by_call_count);
+  m.def("memo_by_pointer", &memo_by_pointer);
+}
 
 }  // namespace
 
