@@ -1,5 +1,7 @@
 """Red team on CPU: every cheating candidate is caught and named, honest ones pass, and a
 candidate that crashes, hangs or eats memory ends with r = -1 while the next job still runs."""
+import glob
+import json
 import math
 import os
 import tempfile
@@ -99,3 +101,39 @@ def test_a_memo_earns_no_more_than_its_honest_speed(worker, solutions, name):
         assert record["t_new_ms"] >= 0.2 * min(h["t_new_ms"] for h in honest), (record, honest)
     else:
         assert "timed run" in record["error"] or record["violations"], record
+
+
+def test_a_poisoned_baseline_is_detected_and_measured_again(worker, solutions, tmp_path):
+    # A cached baseline 100x too slow would make any candidate look fast. Each job measures
+    # eager afresh; when its median disagrees with the cached one, both baselines are measured
+    # again and the file is rewritten.
+    _, job = solutions("honest_linear")
+    job = dict(job, baseline_cache_dir=str(tmp_path), timed_runs=5)
+    first = worker.request(job)["record"]
+    assert first["timing"]["baseline"] == "fresh", first
+    if not first["timing"]["reliable"]:
+        pytest.skip("the host was too busy for a steady first measurement (nothing was cached)")
+    [path] = glob.glob(str(tmp_path / "*.json"))
+    cached = json.load(open(path))
+    json.dump(dict(cached, eager=[100 * x for x in cached["eager"]], compiled=[100 * x for x in cached["compiled"]]),
+              open(path, "w"))
+    second = worker.request(job)["record"]
+    assert second["timing"]["baseline"] == "remeasured", second
+    assert second["t_compile_ms"] < 10 * first["t_compile_ms"], (first, second)
+    rewritten = json.load(open(path))
+    assert max(rewritten["eager"]) < 50 * max(cached["eager"]), "the poisoned file was kept"
+    third = worker.request(job)["record"]
+    assert third["timing"]["baseline"] in ("cached", "remeasured"), third
+
+
+def test_a_torn_baseline_file_is_measured_again(worker, solutions, tmp_path):
+    _, job = solutions("honest_linear")
+    job = dict(job, baseline_cache_dir=str(tmp_path))
+    worker.request(job)
+    paths = glob.glob(str(tmp_path / "*.json"))
+    if not paths:
+        pytest.skip("the host was too busy for a steady first measurement (nothing was cached)")
+    for path in paths:
+        open(path, "w").write('{"eager": [0.1, ')
+    record = worker.request(job)["record"]
+    assert record["correct"] and record["timing"]["baseline"] == "fresh", record

@@ -10,6 +10,12 @@
 #                  RESUME=1 continues a run cut off by its time box (ROLLOUT_LOG names its log)
 #   STAGE=corpus   every bench demonstration through `cuda-agent check` (DEMO_GROUPS streams at
 #                  once), then a `corpus synth` on cuda
+#   STAGE=smoke    what every change to skills/, kernels/ or actors/ must pass, from a fresh
+#                  machine in about 4 minutes: the build with the CUDA build test, the GPU red
+#                  team, `check` of three bench demonstrations (each r >= 1), a 4-episode
+#                  demonstration rollout and its hermetic replay. When every part passes it writes
+#                  $OUT_DIR/gpu-smoke.json (commit it as docs/gpu-smoke.json) with the content
+#                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -25,6 +31,16 @@ export CUDA_AGENT_HARNESS_PHASES=1  # the harness logs each job's phases (skills
 export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step() { local t0=$SECONDS; "$@"; local rc=$?; echo "step '$*' rc=$rc in $((SECONDS - t0)) s" | tee -a "$out/steps.txt" >&2; }
 wants() { [ "$stage" = "$1" ] || { [ "$stage" = all ] && [ "$1" != corpus ]; }; }
+
+# The digest of the GPU-relevant sources, taken before anything runs (DESIGN.md; the same command
+# checks docs/gpu-smoke.json against a tree).
+digest=$(find skills kernels actors -type f ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+smoke_started=$SECONDS
+if [ "$stage" = smoke ]; then
+  rm -f "$out/steps.txt"
+  OUT_DIR="$out" BUILD_DIR=build-gpu BENCH_BUILD=0 step timeout "${BUILD_S:-300}" bash tools/gpu/build_and_test.sh \
+    -R 'BuildTest.Cuda'
+fi
 
 if wants build; then
   OUT_DIR="$out" BUILD_DIR=build-gpu step timeout "${BUILD_S:-420}" bash tools/gpu/build_and_test.sh \
@@ -84,5 +100,19 @@ if wants corpus; then
   step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
     --out "$out/synth_cuda" --count "${SYNTH_COUNT:-16}" --workers "${SYNTH_WORKERS:-1}" \
     --summary "$out/synth_cuda.json" > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
+fi
+if [ "$stage" = smoke ]; then
+  step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
+    > "$out/redteam_gpu.log" 2>&1
+  CUDA_AGENT="$bin" step timeout "${CHECKS_S:-240}" bash corpus/check_demos.sh bench cuda \
+    "${SMOKE_DEMOS:-bench_05_matmul bench_08_add_relu bench_17_attention}" > "$out/checks.txt" 2> "$out/checks.log"
+  log=$out/smoke_rollout_log
+  rm -rf "$log"
+  step timeout "${ROLLOUT_S:-240}" "$bin" "${set_args[@]}" rollout --corpus bench --policy demo --device cuda \
+    --tasks "${SMOKE_TASKS:-bench_0[1-4]*}" --episodes 4 --concurrency 4 --log "$log" --run-id smoke \
+    > "$out/rollout.txt" 2> "$out/rollout.err"
+  step timeout "${REPLAY_S:-90}" "$bin" replay "$log" > "$out/replay.txt" 2>&1
+  "$PYTHON" tools/gpu/smoke_record.py --steps "$out/steps.txt" --digest "$digest" --commit "${COMMIT:-unknown}" \
+    --seconds $((SECONDS - smoke_started)) --checks "$out/checks.txt" --out "$out"
 fi
 cat "$out/steps.txt"
