@@ -98,9 +98,9 @@ harness_settings harness_settings::from(const settings& config) {
   s.baseline_max_age_s = config.get_int("harness.baseline_max_age_s");
   s.cpu_threads = static_cast<int32_t>(config.get_int("harness.cpu_threads"));
   s.compile_mode = config.get_string("harness.compile_mode");
-  s.timing_cpus = config.get_string("harness.timing_cpus");
   try {
-    harness::timing_cpus(s.timing_cpus, "cpu");  // a bad value is one clear error at startup, not per job
+    // Resolved now, before this process holds the cores off itself (which would leave "auto" one).
+    s.timing_cpus = harness::timing_cpus(config.get_string("harness.timing_cpus"), "cpu");
   } catch (const std::invalid_argument& e) {
     throw config_error{e.what()};
   }
@@ -249,7 +249,7 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
   request["baseline_max_age_s"] = static_cast<double>(settings_.baseline_max_age_s);
   request["cpu_threads"] = settings_.cpu_threads;
   request["compile_mode"] = settings_.compile_mode;
-  request["timing_cpus"] = harness::timing_cpus(settings_.timing_cpus, request.value("device", device_));
+  request["timing_cpus"] = request.value("device", device_) == "cpu" ? settings_.timing_cpus : std::vector<int>{};
   if (!request.contains("warmup_runs")) request["warmup_runs"] = settings_.warmup_runs;
   if (!request.contains("timed_runs")) request["timed_runs"] = settings_.timed_runs;
 
@@ -273,6 +273,11 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
     result.record = detail::find_field(map, "record")->as<reward_record>();
     result.verify = detail::find_field(map, "verify")->as<verify_result>();
     result.profile = detail::find_field(map, "profile")->as<profile_result>();
+    if (const msgpack::object* phases = detail::find_field(map, "phases_ms");
+        phases != nullptr && phases->type == msgpack::type::MAP)
+      for (uint32_t i = 0; i < phases->via.map.size; ++i)
+        result.phases_ms.emplace_back(phases->via.map.ptr[i].key.as<std::string>(),
+                                      phases->via.map.ptr[i].val.as<double>());
   } catch (const worker_lost& e) {
     result.record.error = std::string{"harness: "} + e.what();
     result.verify.error = result.record.error;

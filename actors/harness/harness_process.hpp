@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,7 +38,7 @@ struct harness_settings {
   int64_t baseline_max_age_s = 86400;
   int32_t cpu_threads = 0;
   std::string compile_mode = "default";
-  std::string timing_cpus = "auto";  // cpu_reservation.hpp
+  std::vector<int> timing_cpus;  // harness.timing_cpus for a CPU device, resolved (cpu_reservation.hpp)
 
   static harness_settings from(const settings& config);
 };
@@ -47,6 +49,9 @@ struct evaluation {
   reward_record record;
   verify_result verify;
   profile_result profile;
+  // Where the worker's time went, in the order the phases ran (skills/harness/evaluator.py,
+  // PhaseLog); empty when the worker gave no reply.
+  std::vector<std::pair<std::string, double>> phases_ms;
 };
 
 class harness_process {

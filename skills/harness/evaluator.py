@@ -101,21 +101,26 @@ def compare(out, ref, atol, rtol):
 
 
 class PhaseLog:
-    """With CUDA_AGENT_HARNESS_PHASES=1, one stderr line per phase of a job, written as each phase
-    ends, so that a job killed at its deadline still shows where its time went."""
+    """Where a job's time went, phase by phase (the reply's phases_ms; `cuda-agent bench harness`):
+    reference (the reference's outputs, while the child starts), start (waiting for the child),
+    load, inputs, verify, compare, spare (the next job's child finishing its start), warm_up
+    (the first torch.compile of a task among them), timed_runs (the interleaved runs with
+    their draws and comparisons) and close (the child's exit). With CUDA_AGENT_HARNESS_PHASES=1 also one stderr line per
+    phase as it ends, so that a job killed at its deadline still shows where its time went."""
 
     def __init__(self, job_id):
         self.job_id = job_id or "-"
         self.last = time.monotonic()
         self.enabled = os.environ.get("CUDA_AGENT_HARNESS_PHASES") == "1"
+        self.ms = {}
 
     def mark(self, phase):
-        if not self.enabled:
-            return
         now = time.monotonic()
-        sys.stderr.write(f"harness: job {self.job_id}: {phase} {1000 * (now - self.last):.0f} ms\n")
-        sys.stderr.flush()
+        self.ms[phase] = self.ms.get(phase, 0.0) + 1000 * (now - self.last)
         self.last = now
+        if self.enabled:
+            sys.stderr.write(f"harness: job {self.job_id}: {phase} {self.ms[phase]:.0f} ms\n")
+            sys.stderr.flush()
 
 
 def bitwise_equal(a, b):
@@ -230,6 +235,8 @@ class Evaluator:
         violations = {}
         try:
             deadline = time.monotonic() + float(o["timeout_s"])
+            child.await_ready(deadline)
+            phases.mark("start")
             reply = child.request({"op": "load", "device": device, "cpu_threads": int(o["cpu_threads"]), "solution_dir": o["solution_dir"],
                                    "module_dir": module_dir, "task_path": task.path,
                                    "exchange_dir": child.exchange.directory,
@@ -252,7 +259,7 @@ class Evaluator:
                         f"input set {i} came out different in the candidate's process ({differs}): "
                         "get_inputs() must draw only from torch's or Python's seeded generator, and "
                         "the candidate must not change torch's generator or defaults")
-            phases.mark("draw")
+            phases.mark("inputs")
             reply = child.request({"op": "verify"}, deadline)
             violations.update(reply.get("violations") or {})
             if not reply["ok"]:
@@ -261,19 +268,20 @@ class Evaluator:
             phases.mark("verify")
             error = self.judge(outputs, refs, reply["poisoned"], violations, o, device)
             del outputs  # on CUDA they map the child's memory: let go of it while the child lives
-            phases.mark("judge")
+            phases.mark("compare")
             if error is None and not violations and want_profile:
-                self.quiet_spare()
-                phases.mark("spare")
+                if device != "cpu" or not o["timing_cpus"]:  # held cores: the spare starts beside them
+                    self.quiet_spare()
+                    phases.mark("spare")
                 record["timing"] = self.profile(task, model, first_inputs, seeds[0], seed, child, o, profile,
-                                                violations, device)
-                phases.mark("profile")
+                                                violations, device, phases)
             record["correct"] = error is None and not violations
             record["error"] = error or ""
         except CandidateFailure as e:
             record["error"] = str(e)
         finally:
             child.close()
+            phases.mark("close")
         if violations:
             record["correct"] = False
             if not record["error"]:
@@ -296,7 +304,7 @@ class Evaluator:
                                                    record["t_compile_ms"])
         verify = {"job_id": record["job_id"], "correct": record["correct"], "violations": record["violations"],
                   "error": record["error"], "duration_ms": (time.monotonic() - started) * 1e3}
-        return record, verify, profile
+        return record, verify, profile, phases.ms
 
     def judge(self, outputs, refs, poisoned, violations, o, device):
         atol, rtol = float(o["atol"]), float(o["rtol"])
@@ -361,7 +369,7 @@ class Evaluator:
             task.compiled[device] = torch.compile(model, mode=mode)
         return task.compiled[device]
 
-    def profile(self, task, model, warmup_inputs, warmup_seed, seed, child, o, profile, violations, device):
+    def profile(self, task, model, warmup_inputs, warmup_seed, seed, child, o, profile, violations, device, phases):
         """Times eager, torch.compile and the candidate, interleaved, each timed run on an input
         set of its own that all three see; returns the record's timing_quality."""
         path = self.baseline_path(task, o, device)
@@ -369,10 +377,10 @@ class Evaluator:
         cpus = [int(c) for c in o["timing_cpus"] or []] if device == "cpu" else []
         with timing.held_cores(cpus, child.proc.pid):
             return self._profile(task, model, warmup_inputs, warmup_seed, seed, child, o, profile, violations,
-                                 device, path, cached)
+                                 device, phases, path, cached)
 
     def _profile(self, task, model, warmup_inputs, warmup_seed, seed, child, o, profile, violations, device,
-                 path, cached):
+                 phases, path, cached):
         warmup, runs = int(o["warmup_runs"]), max(1, int(o["timed_runs"]))
         budget = float(o["timeout_s"])
         timer = self.timer(device)
@@ -381,6 +389,7 @@ class Evaluator:
         self._check_time_reply(reply, violations)
         for _ in range(warmup):
             timer.time_once(model, warmup_inputs)
+        phases.mark("warm_up")
         measurements = 0
         while True:
             compiled_fn = None
@@ -388,12 +397,14 @@ class Evaluator:
                 compiled_fn = self.compiled_model(task, model, device, o)
                 for _ in range(warmup):
                     timer.time_once(compiled_fn, warmup_inputs)
+                phases.mark("warm_up")
             seeds = [task_inputs.set_seed(seed, TIMED_SET_BASE + measurements * runs + i) for i in range(runs)]
             measurements += 1
             try:
                 eager, compiled, candidate = self.timed_runs(task, model, compiled_fn, child, seeds, o,
                                                              violations, device)
             except TimedRunWrong as e:
+                phases.mark("timed_runs")
                 profile["error"] = str(e)
                 return timing_quality(baseline, cached["age_s"] if cached else math.nan, measurements)
             if cached is not None:
@@ -402,11 +413,13 @@ class Evaluator:
                     sys.stderr.write(f"harness: cached eager median {then:.4g} ms, {fresh:.4g} ms in this job: "
                                      "both baselines measured again\n")
                     cached, baseline = None, "remeasured"
+                    phases.mark("timed_runs")
                     continue
                 compiled = cached["compiled"]
             for key, samples in (("eager", eager), ("compiled", compiled), ("candidate", candidate)):
                 profile[key] = timing.stats(samples)
             reliable = all(profile[k]["cv"] <= float(o["max_cv"]) for k in ("eager", "compiled", "candidate"))
+            phases.mark("timed_runs")
             if reliable or measurements >= MEASUREMENTS:
                 break
         if reliable and path and cached is None:

@@ -4,7 +4,8 @@
 Reads requests and writes replies as msgpack maps framed by a 4-byte big-endian length on standard
 input and output; standard error is its log. Ops: ping, verify, profile, evaluate, shutdown. Every
 reply carries `ok` and `error`; a job reply carries `record` (messages.hpp reward_record),
-`verify` (verify_result) and `profile` (profile_result).
+`verify` (verify_result), `profile` (profile_result) and `phases_ms` (where the job's time went,
+evaluator.PhaseLog).
 """
 import math
 import os
@@ -45,8 +46,8 @@ def serve(evaluator, reply_fd):
                 reply.update(pid=os.getpid(), torch_version=torch.__version__,
                              cuda=torch.cuda.is_available())
             elif op in ("evaluate", "verify", "profile"):
-                record, verify, profile = evaluator.run(req, want_profile=(op != "verify"))
-                reply.update(record=record, verify=verify, profile=profile)
+                record, verify, profile, phases_ms = evaluator.run(req, want_profile=(op != "verify"))
+                reply.update(record=record, verify=verify, profile=profile, phases_ms=phases_ms)
             elif op == "shutdown":
                 framing.write_frame(reply_fd, reply)
                 return 0

@@ -36,5 +36,6 @@ void add_rollout_command(CLI::App& app, invocation& inv);   // rollout_command.c
 void add_replay_command(CLI::App& app, invocation& inv);    // replay_command.cpp
 void add_bench_sandbox_command(CLI::App& bench, invocation& inv);  // bench_sandbox_command.cpp
 void add_bench_actors_command(CLI::App& bench, invocation& inv);   // bench_actors_command.cpp
+void add_bench_harness_command(CLI::App& bench, invocation& inv);  // bench_harness_command.cpp
 
 }  // namespace cuda_agent::cli

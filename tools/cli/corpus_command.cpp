@@ -22,25 +22,12 @@
 #include "actors/process/subprocess.hpp"
 #include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
-
-#ifndef CUDA_AGENT_CORPUS_DIR
-#define CUDA_AGENT_CORPUS_DIR "corpus"
-#endif
+#include "tools/cli/pipeline.hpp"
 
 namespace cuda_agent::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path corpus_dir(const settings& config) {
-  const std::string& configured = config.get_string("corpus.dir");
-  const fs::path dir = configured.empty() ? fs::path{CUDA_AGENT_CORPUS_DIR} : fs::path{configured};
-  if (!fs::is_directory(dir / "cuda_agent_corpus"))
-    throw usage_error{"corpus.dir '" + dir.string() +
-                      "' holds no cuda_agent_corpus package; set corpus.dir to the corpus/ folder "
-                      "of a cuda-agent checkout"};
-  return dir;
-}
 
 // Prints the lines appended to `path` since the last call.
 class progress_follower {
@@ -67,7 +54,7 @@ class progress_follower {
 // after printing its standard output. Status 2 from the package is bad usage: its one-line
 // reason becomes a usage_error.
 int run_corpus_python(const settings& config, const std::vector<std::string>& args) {
-  const fs::path dir = corpus_dir(config);
+  const fs::path dir = corpus_root(config);
   const fs::path progress_path =
       fs::temp_directory_path() / fmt::format("cuda-agent-corpus-{}.progress", ::getpid());
   fs::remove(progress_path);
@@ -132,7 +119,7 @@ int list_set(const settings& config, const std::string& set, bool json) {
   std::vector<task_spec> tasks;
   fs::path dir;
   try {
-    dir = corpus::resolve_set(corpus_dir(config), set);
+    dir = corpus::resolve_set(corpus_root(config), set);
     tasks = corpus::load_task_set(dir);
   } catch (const corpus::corpus_error& e) {
     throw usage_error{e.what()};

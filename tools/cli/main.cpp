@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   cli::add_bench_build_command(*bench, inv);
   cli::add_bench_sandbox_command(*bench, inv);
   cli::add_bench_actors_command(*bench, inv);
+  cli::add_bench_harness_command(*bench, inv);
 
   try {
     app.parse(argc, argv);

@@ -54,9 +54,23 @@ void configure_actor_system(const settings& config, caf::actor_system_config& cf
     cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
 }
 
+#ifndef CUDA_AGENT_CORPUS_DIR
+#define CUDA_AGENT_CORPUS_DIR "corpus"
+#endif
+
+std::filesystem::path corpus_root(const settings& config) {
+  const std::string& configured = config.get_string("corpus.dir");
+  const std::filesystem::path dir{configured.empty() ? std::string{CUDA_AGENT_CORPUS_DIR} : configured};
+  if (!std::filesystem::is_directory(dir / "cuda_agent_corpus"))
+    throw usage_error{"corpus.dir '" + dir.string() +
+                      "' holds no cuda_agent_corpus package; set corpus.dir to the corpus/ folder "
+                      "of a cuda-agent checkout"};
+  return dir;
+}
+
 void hold_timing_cpus(const harness::harness_settings& settings, const std::string& device) {
-  const auto cpus = harness::timing_cpus(settings.timing_cpus, device);
-  if (cpus.empty()) return;
+  const auto& cpus = settings.timing_cpus;
+  if (device != "cpu" || cpus.empty()) return;
   if (!harness::reserve_timing_cpus(cpus)) {
     spdlog::warn("harness: could not keep this process off core {} (harness.timing_cpus); CPU timings may be noisy",
                  fmt::join(cpus, ","));

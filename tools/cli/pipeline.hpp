@@ -36,6 +36,10 @@ struct node_services {
 // Registers the protocol, the recorder's and the pools' types, and the scheduler threads.
 void configure_actor_system(const settings& config, caf::actor_system_config& cfg);
 
+// The corpus/ folder (corpus.dir, else the source tree's); a one-line usage_error where it holds
+// no cuda_agent_corpus package.
+std::filesystem::path corpus_root(const settings& config);
+
 // On a CPU device, keeps this process (and all it starts later) off the cores that CPU timed runs
 // hold (harness.timing_cpus, actors/harness/cpu_reservation.hpp), and says so in the log.
 void hold_timing_cpus(const harness::harness_settings& settings, const std::string& device);
