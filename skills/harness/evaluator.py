@@ -105,8 +105,9 @@ class PhaseLog:
     reference (the reference's outputs, while the child starts), start (waiting for the child),
     load, inputs, verify, compare, spare (the next job's child finishing its start), warm_up
     (the first torch.compile of a task among them), timed_runs (the interleaved runs with
-    their draws and comparisons) and close (the child's exit). With CUDA_AGENT_HARNESS_PHASES=1 also one stderr line per
-    phase as it ends, so that a job killed at its deadline still shows where its time went."""
+    their draws and comparisons) and close (the child's exit). With CUDA_AGENT_HARNESS_PHASES=1
+    also one stderr line per phase as it ends, so that a job killed at its deadline still shows
+    where its time went."""
 
     def __init__(self, job_id):
         self.job_id = job_id or "-"
