@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks every demonstration of a shipped set with `cuda-agent check` and prints one line per
 # task (id, then the check's JSON) and a reward tally. Exit status 1 if any reward is below 1.
-# Optional globs (one argument, separated by spaces) pick some of the set's tasks by id.
+# Optional globs (one argument, separated by spaces) pick some of the set's tasks by id;
+# CUDA_AGENT_ARGS holds options for cuda-agent itself (--set KEY=VALUE ...).
 #   corpus/check_demos.sh smoke cpu        corpus/check_demos.sh bench cuda 'bench_0[1-5]* bench_20*'
 set -euo pipefail
 set_name=${1:?usage: corpus/check_demos.sh SET DEVICE}
@@ -19,7 +20,7 @@ for glob in "${globs[@]}"; do demos+=("$root/demos/$set_name"/$glob/); done
 for demo in "${demos[@]}"; do
   checked=$((checked + 1))
   id=$(basename "$demo")
-  line=$("$bin" check --task "$root/tasks/$set_name/$id.py" --solution "$demo" --device "$device" --json)
+  line=$("$bin" ${CUDA_AGENT_ARGS:-} check --task "$root/tasks/$set_name/$id.py" --solution "$demo" --device "$device" --json)
   echo "$id $line"
   reward=$(printf '%s' "$line" | sed -n 's/.*"reward": *\(-\{0,1\}[0-9]\).*/\1/p')
   if [ -z "$reward" ] || [ "$reward" -lt 1 ]; then below=$((below + 1)); fi

@@ -4,7 +4,7 @@ Started by the worker with two private pipes (commands in, replies out); the can
 standard output is sent to standard error so it cannot write into the reply channel by printing.
 It never sees the reference's outputs: it returns its own outputs (shared by CUDA IPC on a GPU,
 an exchange file on the CPU; exchange.put_outputs) and what the guards caught, and the worker
-decides. Commands: load, draw, verify, warm_up, time, exit.
+decides. Commands: load, draw, verify, time, exit.
 """
 import argparse
 import gc
@@ -63,7 +63,7 @@ class Runner:
         self.timer = None
         self.poisoned = []
         self.exchange = None
-        self.timed_output = None
+        self.timing_inputs = None
         self.task = None
         self.sets = None
 
@@ -297,7 +297,7 @@ class Runner:
     def release(self):
         """Drops the tensors this process holds, shared ones included, before it exits: torch
         warns at exit about CUDA memory still shared out, even where the worker let go long ago."""
-        self.kept_outputs, self.timed_output, self.sets = [], None, None
+        self.kept_outputs, self.timing_inputs, self.sets = [], None, None
         if self.device is not None and self.device.type == "cuda":
             gc.collect()
             _ipc_collect()
@@ -309,26 +309,30 @@ class Runner:
             return task_inputs.draw(self.task, int(seed), self.device)
 
     # --- time ----------------------------------------------------------------------------------
-    def warm_up(self, req):
-        inputs = self._draw(req["seed"])
-        for _ in range(int(req["runs"])):
-            self.timer.time_once(self.model, inputs)
-        self._check_identity("after warm-up")
-        return {}
-
     def time(self, req):
-        """One timed run on an input set of its own, drawn here before the clock starts. Its output
-        goes back to be compared: no two timed runs see the same values, so a result remembered by
-        content, address or call count is either recomputed or wrong."""
-        self.timed_output = None  # the worker has compared the previous one
-        inputs = self._draw(req["seed"])
+        """Warm-up and timed runs on the set drawn from req's seed, kept for the requests that
+        follow without one. The worker gives every timed run a seed of its own and compares
+        each one's output (evaluator.timed_runs), or, on CUDA as last verified on the H200
+        (harness.cuda_unverified off), one seed for all of them and compares the last."""
+        if "seed" in req:  # kept for the requests that follow without one
+            self.timing_inputs = self._draw(req["seed"])
+        if self.timing_inputs is None:
+            raise RuntimeError("a time request before any inputs")
+        inputs = self.timing_inputs
+        samples, out = [], None
+        for _ in range(int(req.get("warmup", 0))):
+            self.timer.time_once(self.model, inputs)
         threads_before = set(threading.enumerate())
-        ms, out = self.timer.time_once(self.model, inputs)
+        for _ in range(int(req["runs"])):
+            ms, out = self.timer.time_once(self.model, inputs)
+            samples.append(ms)
         if [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]:
             self.violations.add("background_thread", "a thread outlived a timed run")
         self._check_identity("after timing")
-        self.timed_output = as_output_list(out)  # alive until the worker has read it
-        return {"samples_ms": [ms], "output": self.exchange.put_outputs(self.timed_output)}
+        reply = {"samples_ms": samples}
+        if req.get("return_output") and out is not None:
+            reply["output"] = self.exchange.put_outputs(as_output_list(out))
+        return reply
 
 
 def main():
@@ -349,8 +353,7 @@ def main():
     guard.warm_up_guards()
     framing.write_frame(reply_fd, {"ready": True}, wide=True)
     runner = Runner()
-    handlers = {"load": runner.load, "draw": runner.draw, "verify": runner.verify, "warm_up": runner.warm_up,
-                "time": runner.time}
+    handlers = {"load": runner.load, "draw": runner.draw, "verify": runner.verify, "time": runner.time}
     while True:
         try:
             req = framing.read_frame(cmd_fd, wide=True)

@@ -15,7 +15,8 @@
 #                  team, `check` of three bench demonstrations (each r >= 1), a 4-episode
 #                  demonstration rollout and its hermetic replay. When every part passes it writes
 #                  $OUT_DIR/gpu-smoke.json (commit it as docs/gpu-smoke.json) with the content
-#                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json
+#                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json.
+#                  CUDA_UNVERIFIED=1 runs the harness.cuda_unverified parts too (recorded as such)
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -49,6 +50,8 @@ fi
 bin=build-gpu/tools/cuda-agent
 [ -x "$bin" ] || { echo "no $bin: run STAGE=build first on this machine" >&2; exit 2; }
 set_args=(--set "harness.python=$PYTHON" --set harness.timed_runs=20)
+# CUDA_UNVERIFIED=1: the harness parts not yet verified on the H200 run too (harness.cuda_unverified).
+if [ "${CUDA_UNVERIFIED:-0}" = 1 ]; then set_args+=(--set harness.cuda_unverified=true); export CUDA_AGENT_CUDA_UNVERIFIED=1; fi
 # Kernel builds sandbox compilers with bubblewrap where the host allows user namespaces.
 if ! bwrap --unshare-all --ro-bind / / --die-with-parent true 2>/dev/null; then set_args+=(--set build.sandbox=none); fi
 # The episode sandbox drops root to another user; where the host forbids that, keep root.
@@ -104,7 +107,7 @@ fi
 if [ "$stage" = smoke ]; then
   step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
-  CUDA_AGENT="$bin" step timeout "${CHECKS_S:-240}" bash corpus/check_demos.sh bench cuda \
+  CUDA_AGENT="$bin" CUDA_AGENT_ARGS="${set_args[*]}" step timeout "${CHECKS_S:-240}" bash corpus/check_demos.sh bench cuda \
     "${SMOKE_DEMOS:-bench_05_matmul bench_08_add_relu bench_17_attention}" > "$out/checks.txt" 2> "$out/checks.log"
   log=$out/smoke_rollout_log
   rm -rf "$log"
@@ -113,6 +116,7 @@ if [ "$stage" = smoke ]; then
     > "$out/rollout.txt" 2> "$out/rollout.err"
   step timeout "${REPLAY_S:-90}" "$bin" replay "$log" > "$out/replay.txt" 2>&1
   "$PYTHON" tools/gpu/smoke_record.py --steps "$out/steps.txt" --digest "$digest" --commit "${COMMIT:-unknown}" \
-    --seconds $((SECONDS - smoke_started)) --checks "$out/checks.txt" --out "$out"
+    --seconds $((SECONDS - smoke_started)) --checks "$out/checks.txt" --out "$out" \
+    --cuda-unverified "${CUDA_UNVERIFIED:-0}"
 fi
 cat "$out/steps.txt"
