@@ -8,14 +8,19 @@ job (mode 0700), on /dev/shm when that has room, else in the temp dir, and is re
 
 A candidate's outputs on a CUDA device do not go through the host at all: the child shares them
 by CUDA IPC (put_outputs) and the worker maps the same device memory (take). torch's IPC reference
-counters keep the child from reusing that memory until the worker has let go of it.
+counters keep the child from reusing that memory until the worker has let go of it. The child's
+/dev/shm, where torch keeps those counters, is a private directory (make_shm_directory): the
+worker reaches a counter file through a hard link of its own (Exchange._ref_counter).
 
 Both sides bind torch.save, torch.load and the IPC calls at import, before any candidate code runs.
 """
 import atexit
+import contextlib
+import itertools
 import os
 import re
 import shutil
+import stat
 import tempfile
 
 import torch
@@ -34,7 +39,10 @@ _SHM_MIN_FREE = 16 << 30  # a container's small /dev/shm would fill up: use the 
 
 
 _PREFIX = "cuda-agent-exchange-"
-_root = None
+# A process's root directory, and the hard links it makes in /dev/shm (Exchange._ref_counter).
+_OURS = re.compile(rf"{_PREFIX}(\d+)(-ipc-\d+)?")
+_roots = {}  # base directory -> this process's root in it
+_links = itertools.count()
 
 
 def _base():
@@ -47,35 +55,55 @@ def _base():
 
 
 def _sweep(base):
-    """Removes the exchange roots of workers that are gone: a worker killed at a job's deadline
-    cannot clean up, and on /dev/shm its files would hold memory until the next boot."""
+    """Removes what workers that are gone left in base: a worker killed at a job's deadline cannot
+    clean up, and on /dev/shm its files would hold memory until the next boot."""
     for name in os.listdir(base):
-        pid = name[len(_PREFIX):]
-        if not name.startswith(_PREFIX) or not pid.isdigit():
+        ours = _OURS.fullmatch(name)
+        if not ours:
             continue
         try:
-            os.kill(int(pid), 0)
+            os.kill(int(ours[1]), 0)
         except ProcessLookupError:
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+            path = os.path.join(base, name)
+            if ours[2]:  # a link
+                with contextlib.suppress(FileNotFoundError):  # another worker swept it meanwhile
+                    os.unlink(path)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
         except PermissionError:
             pass  # alive, another user's
 
 
+def _root(base):
+    if base not in _roots or not os.path.isdir(_roots[base]):
+        _sweep(base)
+        root = os.path.join(base, f"{_PREFIX}{os.getpid()}")
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _roots[base] = root
+    return _roots[base]
+
+
 def make_directory():
     """A fresh private directory for one job's exchange files, under this process's root."""
-    global _root
-    if _root is None or not os.path.isdir(_root):
-        base = _base()
-        _sweep(base)
-        _root = os.path.join(base, f"{_PREFIX}{os.getpid()}")
-        os.makedirs(_root, mode=0o700, exist_ok=True)
-        atexit.register(shutil.rmtree, _root, ignore_errors=True)
-    return tempfile.mkdtemp(prefix="job-", dir=_root)
+    return tempfile.mkdtemp(prefix="job-", dir=_root(_base()))
+
+
+def make_shm_directory():
+    """A fresh directory on /dev/shm's own file system, to be a sandboxed child's /dev/shm: the
+    worker hard-links the child's reference counters out of it, and a link cannot cross file
+    systems."""
+    return tempfile.mkdtemp(prefix="shm-", dir=_root(_SHM))
 
 
 class Exchange:
-    def __init__(self, directory):
+    """One job's exchange. On the worker's side shm_directory is the child's private /dev/shm,
+    where its CUDA IPC reference counters are."""
+
+    def __init__(self, directory, shm_directory=None):
         self.directory = directory
+        self.shm_directory = shm_directory
+        self.links = {}  # the child's counter file name -> this process's link to it in /dev/shm
         self.count = 0
 
     def put(self, obj, tag):
@@ -108,13 +136,13 @@ class Exchange:
                                 "event_sync": bool(event_sync)})
         return {"cuda_ipc": descriptors}
 
-    def take(self, name, ipc_owner=None):
+    def take(self, name):
         """Loads what the other side put under name (tensors and plain containers only), or maps
-        the CUDA tensors that put_outputs described in the process whose pid is ipc_owner."""
+        the CUDA tensors that put_outputs described in the child."""
         if isinstance(name, dict):
-            if ipc_owner is None:
-                raise ValueError("CUDA IPC descriptors from a process not named")
-            return [_map_shared(d, ipc_owner) for d in name.get("cuda_ipc") or []]
+            if self.shm_directory is None:
+                raise ValueError("CUDA IPC descriptors from a child whose /dev/shm is not known")
+            return [_map_shared(d, self._ref_counter) for d in name.get("cuda_ipc") or []]
         if not isinstance(name, str) or not name or os.path.basename(name) != name or name.startswith("."):
             raise ValueError(f"bad exchange file name {name!r}")
         path = os.path.join(self.directory, name)
@@ -128,19 +156,40 @@ class Exchange:
 
     def remove(self):
         shutil.rmtree(self.directory, ignore_errors=True)
+        for link in self.links.values():
+            with contextlib.suppress(FileNotFoundError):  # torch unlinks it where the child let go first
+                os.unlink(_SHM + link)
+        if self.shm_directory:
+            shutil.rmtree(self.shm_directory, ignore_errors=True)
+
+    def _ref_counter(self, name):
+        """The name under which torch in this process opens the child's reference-counter file
+        `name` when it lets go of a mapping (shm_open, in this process's /dev/shm). The file is in
+        the child's private /dev/shm, written by nobody else, so it is the candidate's own; a hard
+        link in the real /dev/shm, named for this process, makes it reachable by name. Checked on
+        the link itself, which the child cannot swap."""
+        if name not in self.links:
+            if not is_torch_shm_name(name):
+                raise ValueError(f"a CUDA IPC reference counter that is not torch's ({name!r})")
+            link = f"/{_PREFIX}{os.getpid()}-ipc-{next(_links)}"
+            try:
+                os.link(os.path.join(self.shm_directory, name[1:]), _SHM + link, follow_symlinks=False)
+            except OSError:
+                raise ValueError(f"the CUDA IPC reference counter file {name!r} is not in the candidate's /dev/shm")
+            info = os.lstat(_SHM + link)
+            # a shorter file would fault when mapped and counted down
+            if not stat.S_ISREG(info.st_mode) or info.st_size < 8 * _REF_COUNTERS:
+                os.unlink(_SHM + link)
+                raise ValueError(f"the CUDA IPC reference counter file {name!r} is not a full-size file")
+            self.links[name] = link
+        return self.links[name]
 
 
-def owns_shm_name(name, pid):
-    """Whether name is a shared-memory file that torch made in process pid. torch names them all
-    through at::NewProcessWideShmHandle: /torch_<pid>_<random>_<counter>."""
-    return re.fullmatch(rf"/torch_{int(pid)}_\d+_\d+", name) is not None
-
-
-def _map_shared(d, owner_pid):
-    """A tensor over another process's CUDA memory, from a put_outputs descriptor. The descriptor
-    comes from the candidate's process: every field is checked, the reference counter must be one
-    of that process's own (owns_shm_name) and lie inside its file, and
-    torch refuses a view outside the storage."""
+def _map_shared(d, ref_counter):
+    """A tensor over the child's CUDA memory, from a put_outputs descriptor. The descriptor comes
+    from the candidate's process: every field is checked, the reference counter must be a file of
+    the child's own (ref_counter gives this process's name for it, Exchange._ref_counter) and the
+    offset inside it, and torch refuses a view outside the storage."""
     def ints(value, what):
         if not isinstance(value, list) or len(value) > _MAX_DIMS or \
                 not all(isinstance(x, int) and x >= 0 for x in value):
@@ -161,15 +210,20 @@ def _map_shared(d, owner_pid):
             or not all(isinstance(x, bytes) for x in (handle, ref_handle)) or not isinstance(event_sync, bool) \
             or not (isinstance(event_handle, bytes) or (event_handle is None and not event_sync)):
         raise ValueError("a CUDA IPC descriptor has a field of the wrong type")
-    ref_name = ref_handle.decode("ascii", "replace")
-    if not owns_shm_name(ref_name, owner_pid) or ref_offset >= _REF_COUNTERS:
-        raise ValueError(f"a CUDA IPC reference counter that is not the candidate's ({ref_name!r}, {ref_offset})")
-    try:
-        counters_bytes = os.stat(os.path.join(_SHM, ref_name[1:])).st_size
-    except OSError:
-        counters_bytes = 0
-    if counters_bytes < 8 * _REF_COUNTERS:  # a shorter file would fault when mapped and counted down
-        raise ValueError(f"the CUDA IPC reference counter file {ref_name!r} is missing or short")
-    storage = _new_shared_cuda(device, handle, storage_bytes, storage_offset_bytes, ref_handle, ref_offset,
-                               event_handle, event_sync)
+    if ref_offset >= _REF_COUNTERS:
+        raise ValueError(f"a CUDA IPC reference counter offset past the file ({ref_offset})")
+    name = ref_counter(ref_handle.decode("ascii", "replace"))
+    # The child's IPC event is not waited on: the CUDA driver opens it through a file in /dev/shm
+    # named for the child's pid (cuda.shm.<uid>.<pid>.<n>), which is private to the child and whose
+    # pid, 2 in its namespace, is every sandboxed child's. Nothing is lost: the child synchronises
+    # the device before it replies, and an unfinished write could only make its own output wrong.
+    storage = _new_shared_cuda(device, handle, storage_bytes, storage_offset_bytes, name.encode(),
+                               ref_offset, event_handle, False)
     return torch.empty(0, dtype=dtype, device=torch.device("cuda", device)).set_(storage, offset, size, stride)
+
+
+def is_torch_shm_name(name):
+    """Whether name is one torch gives a shared-memory file (at::NewProcessWideShmHandle:
+    /torch_<pid>_<random>_<counter>). In the child's PID namespace the pid is the same in every
+    sandbox and says nothing of whose the file is; the private directory does."""
+    return re.fullmatch(r"/torch_\d+_\d+_\d+", name) is not None

@@ -1,0 +1,252 @@
+"""The child process one candidate runs in, seen from the worker: its sandbox, its pipes, its
+limits, its death.
+
+Started by the evaluator for each job (evaluator.py); the other end is candidate_runner.py.
+
+The child runs in bubblewrap, in namespaces of its own (PID, mount, user, IPC, network, UTS,
+cgroup) and with no capabilities, so what it sees cannot be remounted or escaped. Its file system
+is the host's, read-only (/tmp too: the solution and the build cache may lie there), but for its
+scratch: its exchange directory, which holds its TMPDIR, and a private /dev/shm (exchange.py says
+how CUDA IPC crosses it). The reference, the harness and other jobs' files cannot be changed at
+all; guard.py still names the attempt.
+
+The PID namespace's init is bwrap's. When it dies the kernel kills every process in the
+namespace, however it detached (fork, setsid, a double fork, from Python or from C), and reports
+the init's own end only once all of them are reaped. kill() kills that init and waits for its
+end, so nothing a candidate starts outlives its job or holds the worker's pipes open. The worker's
+death takes the namespace with it too (die_with, then bwrap's --die-with-parent).
+"""
+import ctypes
+import glob
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from harness import exchange, framing
+
+HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # skills/
+
+# No capabilities and no further user namespace inside: root in the sandbox's user namespace
+# could otherwise remount the read-only binds writable.
+_NAMESPACES = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--die-with-parent"]
+_RUNNER_PID = "2"  # in its namespace: bwrap's init is 1 and starts the command next
+_bwrap = None
+
+
+def sandbox_program():
+    """bwrap, tried once per worker. A candidate never runs uncontained: a host where the sandbox
+    cannot start fails every job with this one line instead."""
+    global _bwrap
+    if _bwrap is None:
+        path = shutil.which("bwrap")
+        if path is None:
+            raise RuntimeError("harness: bubblewrap (bwrap) is not on PATH; every candidate runs in its "
+                               "sandbox (apt-get install bubblewrap)")
+        tried = subprocess.run([path, *_NAMESPACES, "--ro-bind", "/", "/", "true"], capture_output=True, text=True)
+        if tried.returncode != 0:
+            why = (tried.stderr.strip().splitlines() or [f"status {tried.returncode}"])[0]
+            raise RuntimeError(f"harness: bubblewrap cannot start the candidate's sandbox here ({why}); "
+                               "it needs user namespaces and bubblewrap 0.8 or later")
+        _bwrap = path
+    return _bwrap
+
+
+def sandbox_command(exchange_dir, shm_dir, command, *options):
+    """command in the child's sandbox. Its view: everything read-only, its own /dev (the GPU's
+    device files bound in, none on a CPU host) and /proc, and writable only its exchange
+    directory and private /dev/shm. The exchange directory is bound last: where it is on /dev/shm,
+    its mount point lies inside the private one."""
+    view = ["--ro-bind", "/", "/", "--dev", "/dev"]
+    for node in sorted(glob.glob("/dev/nvidia*")):
+        view += ["--dev-bind", node, node]
+    view += ["--proc", "/proc", "--bind", shm_dir, "/dev/shm", "--bind", exchange_dir, exchange_dir,
+             "--chdir", exchange_dir]
+    return [sandbox_program(), *_NAMESPACES, *view, *options, "--", *command]
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with(parent_pid):
+    """In the sandbox's bwrap before exec: be killed when the worker dies (its --die-with-parent
+    then takes the namespace along). It runs in a session of its own, so a kill of the worker's
+    process group does not reach it."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the worker died before the line above
+        os._exit(1)
+
+
+class CandidateFailure(Exception):
+    """The candidate's child crashed, hung, or failed a command; the message says which."""
+
+
+def signal_name(sig):
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
+
+
+class CandidateProcess:
+    """One candidate's child: its sandbox, private command/reply pipes, limits. It starts in its
+    private exchange directory and moves to the solution's at load, so that it can be started
+    ahead of the job it will serve; its first frame says it is ready (torch, CUDA and the guards
+    up, no candidate code run yet)."""
+
+    def __init__(self, device, memory_limit_mb, python=sys.executable):
+        self.device, self.memory_limit_mb = device, memory_limit_mb
+        self.ready = False
+        sandbox_program()  # first: where the sandbox cannot start, nothing is made
+        self.exchange = exchange.Exchange(exchange.make_directory(), exchange.make_shm_directory())
+        scratch = os.path.join(self.exchange.directory, "tmp")
+        os.mkdir(scratch)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = HARNESS_ROOT
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads sleep, so lingering work shows
+        # Temporary files and the caches torch and Triton write at run time go to the scratch.
+        env.update(TMPDIR=scratch, XDG_CACHE_HOME=os.path.join(scratch, "cache"),
+                   TRITON_CACHE_DIR=os.path.join(scratch, "triton"))
+        limit = int(memory_limit_mb) << 20 if device == "cpu" and memory_limit_mb else 0
+        cmd_r, self.cmd_w = os.pipe()
+        self.reply_r, reply_w = os.pipe()
+        info_r, info_w = os.pipe()
+        worker_pid = os.getpid()
+
+        def limits():
+            die_with(worker_pid)
+            if limit:  # CUDA reserves huge address ranges, so the address-space cap is CPU-only
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+        # -P: the working directory is not put on sys.path; load adds the solution's explicitly.
+        # The child's stdout is the worker's stderr, so a print cannot reach the reply channel.
+        self.proc = subprocess.Popen(
+            sandbox_command(self.exchange.directory, self.exchange.shm_directory,
+                            [python, "-P", "-m", "harness.candidate_runner", "--cmd-fd", str(cmd_r),
+                             "--reply-fd", str(reply_w), "--device", device], "--info-fd", str(info_w)),
+            pass_fds=(cmd_r, reply_w, info_w), stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+            env=env, start_new_session=True, preexec_fn=limits)
+        for fd in (cmd_r, reply_w, info_w):
+            os.close(fd)
+        self.init_pid, self.init = self._namespace_init(info_r)
+
+    def _namespace_init(self, info_r):
+        """The pid of the namespace's init and a pidfd of it, from bwrap's --info-fd (written and
+        closed as the namespace is made); (None, None) where bwrap failed before."""
+        with os.fdopen(info_r, "rb") as f:
+            info = f.read()
+        try:
+            pid = json.loads(info)["child-pid"]
+            return pid, os.pidfd_open(pid)
+        except (ValueError, KeyError, ProcessLookupError):
+            return None, None
+
+    def fits(self, device, memory_limit_mb):
+        return (self.device, self.memory_limit_mb) == (device, memory_limit_mb) and self.proc.poll() is None
+
+    def await_ready(self, deadline):
+        """Consumes the child's first frame, sent once it has started."""
+        if self.ready:
+            return
+        ready, _, _ = select.select([self.reply_r], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            self.kill()
+            raise CandidateFailure("timed out: the candidate's process did not start within its time limit")
+        try:
+            framing.read_frame(self.reply_r, wide=True)
+        except framing.ChannelClosed:
+            raise CandidateFailure(self._death("while starting"))
+        self.ready = True
+
+    def request(self, msg, deadline):
+        self.await_ready(deadline)
+        try:
+            framing.write_frame(self.cmd_w, msg, wide=True)
+        except OSError:
+            raise CandidateFailure(self._death("before the request"))
+        remaining = deadline - time.monotonic()
+        ready, _, _ = select.select([self.reply_r], [], [], max(0.0, remaining))
+        if not ready:
+            self.kill()
+            raise CandidateFailure(f"timed out: the candidate did not finish {msg['op']} within its time limit")
+        try:
+            reply = framing.read_frame(self.reply_r, wide=True)
+        except (framing.ChannelClosed, ValueError, Exception) as e:
+            if isinstance(e, framing.ChannelClosed):
+                raise CandidateFailure(self._death(f"during {msg['op']}"))
+            self.kill()
+            raise CandidateFailure(f"the candidate corrupted the reply channel ({type(e).__name__})")
+        started = self._started_processes()
+        if started and isinstance(reply, dict):
+            violations = reply.get("violations") if isinstance(reply.get("violations"), dict) else {}
+            violations.setdefault("spawns_process", f"{len(started)} process(es) it started still running "
+                                                    f"after {msg['op']}")
+            reply["violations"] = violations
+        return reply
+
+    def _started_processes(self):
+        """The processes in the child's PID namespace besides bwrap's init and the runner, seen in
+        the namespace's own /proc: whatever the candidate started, by any route (guard.py's audit
+        hook sees only Python's) and however detached."""
+        try:
+            pids = os.listdir(f"/proc/{self.init_pid}/root/proc")
+        except OSError:  # the namespace is gone: the reply is the last word
+            return []
+        return [p for p in pids if p.isdigit() and p not in ("1", _RUNNER_PID)]
+
+    def _death(self, when):
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return f"the candidate closed its channel {when}"
+        if code > 128:  # bwrap exits with 128 + N for a child killed by signal N
+            code = -(code - 128)
+        if code < 0:
+            return f"crashed: the candidate was killed by signal {signal_name(-code)} {when}"
+        return f"crashed: the candidate exited with status {code} {when}"
+
+    def kill(self):
+        """Kills the namespace's init, and with it everything in the namespace, and returns once
+        the kernel reports the init's end: by then every other process there has been reaped."""
+        if self.init is None:
+            self.proc.kill()
+        else:
+            try:
+                signal.pidfd_send_signal(self.init, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            select.select([self.init], [], [])
+        self.proc.wait()
+
+    def put(self, obj, tag):
+        return self.exchange.put(obj, tag)
+
+    def take(self, name):
+        """What the child put under name; a bad or missing file is the candidate's failure."""
+        try:
+            return self.exchange.take(name)
+        except Exception as e:
+            raise CandidateFailure(f"the candidate's reply named no readable tensors ({type(e).__name__}: {e})")
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                framing.write_frame(self.cmd_w, {"op": "exit"}, wide=True)
+                self.proc.wait(timeout=5)
+            except Exception:
+                pass
+        self.kill()  # the whole namespace: whatever the candidate started goes too
+        for fd in (self.cmd_w, self.reply_r, self.init):
+            if fd is not None:
+                os.close(fd)
+        self.cmd_w = self.reply_r = self.init = None
+        self.exchange.remove()
