@@ -137,19 +137,19 @@ class Evaluator:
         self.spare = None  # the next job's child, started during this one
         self.jobs = 0
 
-    def child_for(self, device, memory_limit_mb):
+    def child_for(self, device, memory_limit_mb, sandboxed):
         """This job's child, started ahead during the previous job where it could be, and a spare
         started now for the next one: a child's interpreter, torch, CUDA and guards take seconds
         (8-11 s on the H200 host). Each child still serves exactly one job. A worker's first job
         starts no spare: one that serves a single job (`cuda-agent check`) would waste it."""
         child, self.spare = self.spare, None
-        if child is None or not child.fits(device, memory_limit_mb):
+        if child is None or not child.fits(device, memory_limit_mb, sandboxed):
             if child is not None:
                 child.close()
-            child = CandidateProcess(device, memory_limit_mb)
+            child = CandidateProcess(device, memory_limit_mb, sandboxed=sandboxed)
         self.jobs += 1
         if self.jobs > 1:
-            self.spare = CandidateProcess(device, memory_limit_mb)
+            self.spare = CandidateProcess(device, memory_limit_mb, sandboxed=sandboxed)
         return child
 
     def quiet_spare(self, timeout_s=60.0):
@@ -223,7 +223,9 @@ class Evaluator:
         phases = PhaseLog(record["job_id"])
         # The child comes first: its interpreter, torch and CUDA come up while the reference runs
         # (or came up during the previous job).
-        child = self.child_for(device, o["memory_limit_mb"])
+        # On CUDA the sandbox and the new timing wait for the H200 smoke stage (harness.cuda_unverified).
+        verified_only = device != "cpu" and not o["cuda_unverified"]
+        child = self.child_for(device, o["memory_limit_mb"], sandboxed=not verified_only)
         try:
             model, init_inputs, state_dict, seeds, prints, first_inputs, refs = self.reference(
                 task, device, seed, int(o["input_sets"]))
@@ -275,7 +277,7 @@ class Evaluator:
                 if device != "cpu" or not o["timing_cpus"]:  # held cores: the spare starts beside them
                     self.quiet_spare()
                     phases.mark("spare")
-                if device == "cpu" or o["cuda_unverified"]:
+                if not verified_only:
                     record["timing"] = self.profile(task, model, first_inputs, seeds[0], seed, child, o, profile,
                                                     violations, device, phases)
                 else:
