@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,20 +11,6 @@
 #include <system_error>
 
 namespace cuda_agent {
-namespace {
-
-void check(int rc, const char* what) {
-  if (rc != 0) throw std::system_error{rc, std::generic_category(), what};
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-}  // namespace
 
 std::string background_process::snapshot::describe() const {
   if (running) return "running";
@@ -38,7 +23,7 @@ std::string background_process::snapshot::describe() const {
 background_process::background_process(const std::vector<std::string>& argv,
                                        const std::map<std::string, std::string>& env,
                                        std::chrono::milliseconds timeout,
-                                       std::size_t max_buffered_bytes)
+                                       std::size_t max_buffered_bytes, const lifeline* contain)
     : max_buffered_(max_buffered_bytes) {
   if (argv.empty()) throw std::invalid_argument{"background_process: empty argv"};
   ::signal(SIGPIPE, SIG_IGN);
@@ -46,33 +31,28 @@ background_process::background_process(const std::vector<std::string>& argv,
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error{errno, std::generic_category(), "pipe2"};
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  check(posix_spawnattr_init(&attr), "posix_spawnattr_init");
-  check(posix_spawn_file_actions_init(&actions), "posix_spawn_file_actions_init");
-  // Own process group, so that kill() and the time limit reach everything it started.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawn_file_actions_adddup2(&actions, null_fd, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-
-  auto args = argv;
-  std::vector<std::string> environment;
-  for (const auto& [name, value] : env) environment.push_back(name + "=" + value);
-  auto c_args = c_strings(args);
-  auto c_env = c_strings(environment);
+  spawn_spec spec;
+  spec.argv = argv;
+  for (const auto& [name, value] : env) spec.env.push_back(name + "=" + value);
+  spec.stdin_fd = null_fd;
+  spec.stdout_fd = fds[1];
+  spec.stderr_fd = fds[1];
+  spec.contain = contain;
   started_ = std::chrono::steady_clock::now();
   deadline_ = started_ + timeout;
-  const int rc = posix_spawnp(&pid_, c_args[0], &actions, &attr, c_args.data(), c_env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (null_fd >= 0) ::close(null_fd);
-  if (rc != 0) {
+  const auto close_child_ends = [&] {
+    ::close(fds[1]);
+    if (null_fd >= 0) ::close(null_fd);
+  };
+  try {
+    // Own process group, so that kill() and the time limit reach everything it started.
+    pid_ = spawn_child(spec);
+  } catch (...) {
+    close_child_ends();
     ::close(fds[0]);
-    throw std::system_error{rc, std::generic_category(), "cannot start '" + argv[0] + "'"};
+    throw;
   }
+  close_child_ends();
   read_fd_ = fds[0];
   reader_ = std::thread{[this] { pump(); }};
 }

@@ -1,7 +1,8 @@
 // A child process that runs while its owner does other things: started with posix_spawn in its
-// own process group, standard output and error merged into one stream that a reader thread
-// collects into a capped buffer, killed (with its whole group) at a wall-clock limit, on kill()
-// or when the object is destroyed. take_output() hands out what arrived since the last call.
+// own process group (or contained, spawn.hpp), standard output and error merged into one stream
+// that a reader thread collects into a capped buffer, killed (with its whole group, or its PID
+// namespace) at a wall-clock limit, on kill() or when the object is destroyed. take_output()
+// hands out what arrived since the last call.
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "actors/process/spawn.hpp"
 
 namespace cuda_agent {
 
@@ -33,11 +36,12 @@ class background_process {
     std::string describe() const;
   };
 
-  // Starts argv (argv[0] searched in PATH) with exactly `env` as its environment. Throws
-  // std::system_error when the child cannot be started.
+  // Starts argv (argv[0] searched in PATH) with exactly `env` as its environment, contained
+  // under `contain` when given. Throws std::system_error when the child cannot be started.
   background_process(const std::vector<std::string>& argv,
                      const std::map<std::string, std::string>& env,
-                     std::chrono::milliseconds timeout, std::size_t max_buffered_bytes);
+                     std::chrono::milliseconds timeout, std::size_t max_buffered_bytes,
+                     const lifeline* contain = nullptr);
   ~background_process();  // kills the group if still running and waits for it
   background_process(const background_process&) = delete;
   background_process& operator=(const background_process&) = delete;

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,24 +48,6 @@ pipe_pair make_pipe() {
   return {unique_fd{fds[0]}, unique_fd{fds[1]}};
 }
 
-void check(int rc, const char* what) {
-  if (rc != 0) throw std::system_error{rc, std::generic_category(), what};
-}
-
-// posix_spawn's attribute and file-action objects, destroyed on every path.
-struct spawn_setup {
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_t actions;
-  spawn_setup() {
-    check(posix_spawnattr_init(&attr), "posix_spawnattr_init");
-    check(posix_spawn_file_actions_init(&actions), "posix_spawn_file_actions_init");
-  }
-  ~spawn_setup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-};
-
 std::vector<std::string> child_environment(const std::map<std::string, std::string>& extra) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -76,13 +57,6 @@ std::vector<std::string> child_environment(const std::map<std::string, std::stri
   }
   for (const auto& [name, value] : extra) env.push_back(name + "=" + value);
   return env;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
 }
 
 }  // namespace
@@ -105,28 +79,17 @@ subprocess_result run_subprocess(const std::vector<std::string>& argv,
   auto out = make_pipe();
   auto err = make_pipe();
 
-  spawn_setup setup;
-  // Own process group, so a timeout kills the child and everything it started.
-  check(posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP), "posix_spawnattr_setflags");
-  check(posix_spawnattr_setpgroup(&setup.attr, 0), "posix_spawnattr_setpgroup");
-  check(posix_spawn_file_actions_adddup2(&setup.actions, in.read_end.get(), 0), "adddup2");
-  check(posix_spawn_file_actions_adddup2(&setup.actions, out.write_end.get(), 1), "adddup2");
-  check(posix_spawn_file_actions_adddup2(&setup.actions, err.write_end.get(), 2), "adddup2");
-  if (!options.working_dir.empty())
-    check(posix_spawn_file_actions_addchdir_np(&setup.actions, options.working_dir.c_str()),
-          "addchdir");
-
-  auto args = argv;
-  auto env = child_environment(options.extra_env);
-  auto c_args = c_strings(args);
-  auto c_env = c_strings(env);
-
+  spawn_spec spec;
+  spec.argv = argv;
+  spec.env = child_environment(options.extra_env);
+  spec.working_dir = options.working_dir;
+  spec.stdin_fd = in.read_end.get();
+  spec.stdout_fd = out.write_end.get();
+  spec.stderr_fd = err.write_end.get();
+  spec.contain = options.contain;
   const auto start = std::chrono::steady_clock::now();
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, c_args[0], &setup.actions, &setup.attr, c_args.data(),
-                              c_env.data());
-  if (rc != 0)
-    throw std::system_error{rc, std::generic_category(), "cannot start '" + argv[0] + "'"};
+  // Own process group, so a timeout kills the child and everything it started.
+  const pid_t pid = spawn_child(spec);
   in.read_end.reset();
   out.write_end.reset();
   err.write_end.reset();

@@ -1,7 +1,7 @@
 // Running a child process to completion: posix_spawn (safe in a threaded process, unlike
 // fork), standard output and error captured through pipes, a wall-clock limit after which the
 // whole process group is killed, and a cap on captured output so a runaway child cannot
-// exhaust memory.
+// exhaust memory. Contained (spawn.hpp), the limit kills the child's whole PID namespace.
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/process/spawn.hpp"
+
 namespace cuda_agent {
 
 struct subprocess_options {
@@ -19,6 +21,7 @@ struct subprocess_options {
   std::filesystem::path working_dir;       // empty: inherit
   std::map<std::string, std::string> extra_env;
   std::string stdin_data;  // written to the child's standard input, then closed
+  const lifeline* contain = nullptr;  // run contained under it (spawn.hpp)
 };
 
 struct subprocess_result {
