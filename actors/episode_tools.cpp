@@ -10,6 +10,9 @@ namespace {
 
 caf::behavior episode_tools(caf::event_based_actor* self,
                             std::shared_ptr<tools::tool_session> session) {
+  // However the actor ends, the episode's commands end with it, also those of calls still in
+  // flight (their tool-call actors hold the session).
+  self->attach_functor([session] { session->close(); });
   return {[self, session](tool_request& request) {
     auto call = spawn_tool_call(self->system(), session);
     return self->delegate(call, std::move(request));

@@ -6,27 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <cstdlib>
 #include <system_error>
 
 namespace cuda_agent {
 namespace fs = std::filesystem;
 namespace {
-
-// A name without a slash is searched in PATH, as execvp would; empty when not found.
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  std::size_t start = 0;
-  while (start <= dirs.size()) {
-    const auto end = std::min(dirs.find(':', start), dirs.size());
-    const auto candidate = dirs.substr(start, end - start) + "/" + name;
-    if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
 
 std::vector<fs::path> split_paths(const std::string& list) {
   std::vector<fs::path> out;
@@ -84,6 +68,7 @@ sandbox::sandbox(fs::path workdir, sandbox_settings settings)
     if (file_owner() && find_program("setpriv").empty())
       throw sandbox_error{"sandbox: setpriv (util-linux) not found; it is needed to run commands "
                           "as sandbox.run_as_uid when cuda-agent runs as root"};
+    lifeline_ = std::make_shared<lifeline>();
   }
 }
 
@@ -179,10 +164,13 @@ subprocess_result sandbox::run(const std::string& command,
   options.timeout = std::clamp(timeout, std::chrono::milliseconds{1}, settings_.max_timeout);
   options.max_output_bytes = settings_.output_limit_bytes + 1;
   if (!settings_.isolate) options.working_dir = workdir_;
+  options.contain = lifeline_.get();
   auto result = run_subprocess(command_argv(command), options);
-  // bwrap reports its own failures as "bwrap: ..." with status 1 before the command starts.
+  // bwrap, setpriv and the namespace's init report their own failures as "name: ..." with
+  // status 1 before the command starts.
   if (settings_.isolate && result.exited && result.exit_code == 1 && result.out.empty() &&
-      (result.err.rfind("bwrap: ", 0) == 0 || result.err.rfind("setpriv: ", 0) == 0)) {
+      (result.err.rfind("bwrap: ", 0) == 0 || result.err.rfind("setpriv: ", 0) == 0 ||
+       result.err.rfind("cuda-agent-ns-init: ", 0) == 0)) {
     auto line = result.err.substr(0, result.err.find('\n'));
     throw sandbox_error{"sandbox: bubblewrap refused to start (" + line +
                         "); it needs unprivileged user namespaces (kernel.unprivileged_userns_clone"
@@ -199,11 +187,22 @@ std::shared_ptr<background_process> sandbox::start(const std::string& command,
   if (!settings_.isolate) env = environment();
   return std::make_shared<background_process>(
       argv, env, std::clamp(timeout, std::chrono::milliseconds{1}, settings_.max_timeout),
-      settings_.output_limit_bytes * 4);
+      settings_.output_limit_bytes * 4, lifeline_.get());
+}
+
+void sandbox::stop() {
+  if (lifeline_) lifeline_->cut();
 }
 
 void sandbox::probe() const {
-  const auto result = run("true", std::chrono::seconds{20});
+  subprocess_result result;
+  try {
+    result = run("true", std::chrono::seconds{20});
+  } catch (const std::system_error& e) {
+    throw sandbox_error{std::string{"sandbox: "} + e.what() +
+                        "; a sandboxed command needs a PID namespace of its own (root, or "
+                        "unprivileged user namespaces)"};
+  }
   if (!result.ok())
     throw sandbox_error{"sandbox: a trivial command failed (" + result.describe() + ": " +
                         result.err.substr(0, result.err.find('\n')) +

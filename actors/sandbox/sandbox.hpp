@@ -13,8 +13,15 @@
 // Needs bubblewrap 0.8 or later (Debian bookworm's; `--size` for the /tmp tmpfs) and, inside,
 // prlimit and bash from the host's /usr.
 //
-// sandbox.mode = none runs commands with the same limits but no isolation: only for a host
-// without bubblewrap, and only when configured explicitly. The agent then sees the host path.
+// No command outlives the sandbox: each runs contained (actors/process/spawn.hpp), as the child
+// of an init of ours in a PID namespace of its own, under the sandbox's lifeline. Everything the
+// command starts stays in that namespace (bubblewrap's own nests inside it), and the kernel kills
+// the whole namespace when the init ends: when the command ends or is killed, when stop() cuts
+// the lifeline (the episode ended), or when this process dies, SIGKILL included.
+//
+// sandbox.mode = none runs commands with the same limits but no isolation and no containment
+// (a process that leaves the command's process group outlives it): only for a host without
+// bubblewrap, and only when configured explicitly. The agent then sees the host path.
 #pragma once
 
 #include <sys/types.h>
@@ -90,6 +97,11 @@ class sandbox {
   std::shared_ptr<background_process> start(const std::string& command,
                                             std::chrono::milliseconds timeout) const;
 
+  // Ends every command of this sandbox and of its copies, running ones and those started from
+  // now on (they end as they start). It returns at once; the kernel tears the namespaces down
+  // within milliseconds. Thread-safe.
+  void stop();
+
   // Runs `true` in the sandbox; throws sandbox_error (one line) when that fails.
   void probe() const;
 
@@ -100,6 +112,7 @@ class sandbox {
   std::filesystem::path visible_;
   sandbox_settings settings_;
   std::string bwrap_path_;  // resolved
+  std::shared_ptr<lifeline> lifeline_;  // mode bwrap only; shared by copies
 };
 
 }  // namespace cuda_agent

@@ -40,6 +40,14 @@ uint64_t content_hash(std::string_view bytes) {
 tool_session::tool_session(sandbox box, tool_limits limits)
     : box_(std::move(box)), limits_(limits), root_(box_.workdir()) {}
 
+tool_session::~tool_session() { close(); }
+
+void tool_session::close() {
+  box_.stop();
+  std::lock_guard lock{mutex_};
+  closed_ = true;
+}
+
 fs::path tool_session::resolve(const std::string& agent_path, const char* argument) const {
   if (agent_path.empty())
     throw tool_error{"argument '" + std::string{argument} + "' is empty; give a path inside " +
@@ -137,6 +145,11 @@ std::optional<read_record> tool_session::last_read(const fs::path& host_path) co
 std::string tool_session::add_background(std::string command,
                                          std::shared_ptr<background_process> process) {
   std::lock_guard lock{mutex_};
+  // A call still in flight when the episode ended: its command must not be left behind.
+  if (closed_) {
+    process->kill();
+    throw tool_error{"the episode has ended; no command can start"};
+  }
   int64_t running = 0;
   for (const auto& [id, shell] : shells_)
     if (!shell.process->wait_for(std::chrono::milliseconds{0})) ++running;

@@ -2,6 +2,11 @@
 // the files the agent has read (so that an edit of a file it never saw, or that changed since it
 // saw it, is refused), and its background shells.
 //
+// The session's end is the end of every process its commands started: close() (called when the
+// episode's tools actor ends, however it ends, while tool calls may still hold the session) and
+// the destructor stop the sandbox, which ends running commands and any that a call still in
+// flight starts afterwards. When this process dies, the sandbox's lifeline ends them as well.
+//
 // Every path an agent names goes through resolve(): absolute paths under the visible workdir
 // (/workdir) or paths relative to it are mapped to the host, every symlink on the way is followed
 // by hand, and anything that ends up outside the workdir is refused. The file tools run in this
@@ -59,6 +64,11 @@ uint64_t content_hash(std::string_view bytes);  // FNV-1a, 64 bits
 class tool_session {
  public:
   tool_session(sandbox box, tool_limits limits);
+  ~tool_session();  // closes, then waits for the background shells to be reaped
+
+  // Ends every command of the session, running or started from now on; no background shell
+  // can be added afterwards. Returns at once; thread-safe, and a second call does nothing.
+  void close();
 
   const sandbox& box() const { return box_; }
   const tool_limits& limits() const { return limits_; }
@@ -75,7 +85,8 @@ class tool_session {
   void remember_read(const std::filesystem::path& host_path, std::string_view content);
   std::optional<read_record> last_read(const std::filesystem::path& host_path) const;
 
-  // Background shells: the id of the new one; throws tool_error past sandbox.max_background.
+  // Background shells: the id of the new one; throws tool_error past sandbox.max_background or
+  // once the session is closed (the process is killed then).
   std::string add_background(std::string command, std::shared_ptr<background_process> process);
   std::shared_ptr<background_process> background(const std::string& id) const;
   std::vector<std::string> background_ids() const;
@@ -94,6 +105,7 @@ class tool_session {
   std::map<std::string, read_record> reads_;
   std::map<std::string, background_shell> shells_;
   int next_shell_ = 1;
+  bool closed_ = false;
   std::mutex file_mutex_;
 };
 
