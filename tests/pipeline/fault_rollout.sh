@@ -88,13 +88,18 @@ json.dump({"set": "faults", "tasks": [{"id": i, "level": 1, "operators": [], "so
 PY
 
 # The watcher: finds the candidate process of f7 (its working directory holds the marked
-# model_new.py) and kills its parent, the harness worker, once.
+# model_new.py) and kills the harness worker above it (the candidate runs in the worker's
+# bubblewrap sandbox, so the worker is its parent's parent's parent), once.
 (
   for _ in $(seq 1 3000); do
     for cmdline in $(grep -las harness.candidate_runner /proc/[0-9]*/cmdline); do
       pid="${cmdline#/proc/}"; pid="${pid%/cmdline}"
       grep -qs kill-the-worker-marker "/proc/$pid/cwd/model_new.py" || continue
-      worker="$(awk '{ print $4 }' "/proc/$pid/stat")"
+      worker=$pid
+      while [ "$worker" -gt 1 ] && ! grep -qs harness.worker "/proc/$worker/cmdline"; do
+        worker="$(awk '{ print $4 }' "/proc/$worker/stat" 2>/dev/null || echo 0)"
+      done
+      [ "$worker" -gt 1 ] || continue
       kill -KILL "$worker" && echo "$worker" > "$scratch/killed_worker" && exit 0
     done
     sleep 0.1
