@@ -116,9 +116,9 @@ class CandidateProcess:
         env["PYTHONPATH"] = HARNESS_ROOT
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads sleep, so lingering work shows
-        # Temporary files and the caches torch and Triton write at run time go to the scratch.
-        env.update(TMPDIR=scratch, XDG_CACHE_HOME=os.path.join(scratch, "cache"),
-                   TRITON_CACHE_DIR=os.path.join(scratch, "triton"))
+        if sandboxed:  # temporary files and the caches torch and Triton write go to the scratch
+            env.update(TMPDIR=scratch, XDG_CACHE_HOME=os.path.join(scratch, "cache"),
+                       TRITON_CACHE_DIR=os.path.join(scratch, "triton"))
         limit = int(memory_limit_mb) << 20 if device == "cpu" and memory_limit_mb else 0
         cmd_r, self.cmd_w = os.pipe()
         self.reply_r, reply_w = os.pipe()
@@ -223,7 +223,7 @@ class CandidateProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return f"the candidate closed its channel {when}"
-        if code > 128:  # bwrap exits with 128 + N for a child killed by signal N
+        if self.sandboxed and code > 128:  # bwrap exits with 128 + N for a child killed by signal N
             code = -(code - 128)
         if code < 0:
             return f"crashed: the candidate was killed by signal {signal_name(-code)} {when}"
