@@ -190,9 +190,18 @@ TEST(HarnessProcess, EvaluateGivesTimesAndTheCppReward) {
   EXPECT_GT(result.record.t_eager_ms, 0);
   EXPECT_GT(result.record.t_compile_ms, 0);
   EXPECT_EQ(result.profile.candidate.runs, 3);
-  EXPECT_EQ(result.record.reward, milestone_reward(true, result.record.t_new_ms, result.record.t_eager_ms,
-                                                   result.record.t_compile_ms));
+  // Speed earns a milestone only where it was measured steadily.
+  const auto& timing = result.record.timing;
+  EXPECT_GE(timing.measurements, 1);
+  EXPECT_TRUE(timing.baseline == "fresh" || timing.baseline == "cached" || timing.baseline == "remeasured")
+      << timing.baseline;
+  EXPECT_EQ(result.record.reward, milestone_reward(true, timing.reliable ? result.record.t_new_ms : not_measured,
+                                                   result.record.t_eager_ms, result.record.t_compile_ms));
   EXPECT_GE(result.record.reward, 1);
+  // The worker says where the job's time went.
+  std::vector<std::string> phases;
+  for (const auto& [name, ms] : result.phases_ms) phases.push_back(name);
+  EXPECT_NE(std::find(phases.begin(), phases.end(), "timed_runs"), phases.end());
 }
 
 TEST(HarnessProcess, PythonRewardAgreesWithMilestoneReward) {
