@@ -35,7 +35,11 @@ MEASUREMENTS = 3
 # again in this job ("remeasured") and the cache is rewritten. Eager is always measured fresh:
 # its outputs are the references the timed runs are compared with.
 BASELINE_TOLERANCE = 0.15
-TIMED_SET_BASE = 1 << 20  # timed input sets are numbered after every verify set
+
+
+def timed_seed():
+    """A timed input set's seed, which the candidate learns only with its timed run's request."""
+    return int.from_bytes(os.urandom(4), "little") % (1 << 30) + 1
 
 
 def timing_quality(baseline="", age_s=math.nan, measurements=0, reliable=False, profile=None):
@@ -278,7 +282,7 @@ class Evaluator:
                     self.quiet_spare()
                     phases.mark("spare")
                 if not verified_only:
-                    record["timing"] = self.profile(task, model, first_inputs, seeds[0], seed, child, o, profile,
+                    record["timing"] = self.profile(task, model, first_inputs, seeds[0], child, o, profile,
                                                     violations, device, phases)
                 else:
                     record["timing"] = self.profile_as_verified(task, model, first_inputs, seeds[0], refs[0], child,
@@ -377,17 +381,17 @@ class Evaluator:
             task.compiled[device] = torch.compile(model, mode=mode)
         return task.compiled[device]
 
-    def profile(self, task, model, warmup_inputs, warmup_seed, seed, child, o, profile, violations, device, phases):
+    def profile(self, task, model, warmup_inputs, warmup_seed, child, o, profile, violations, device, phases):
         """Times eager, torch.compile and the candidate, interleaved, each timed run on an input
         set of its own that all three see; returns the record's timing_quality."""
         path = self.baseline_path(task, o, device)
         cached = self.read_baseline(path, float(o["baseline_max_age_s"]))
         cpus = [int(c) for c in o["timing_cpus"] or []] if device == "cpu" else []
         with timing.held_cores(cpus, child.proc.pid):
-            return self._profile(task, model, warmup_inputs, warmup_seed, seed, child, o, profile, violations,
+            return self._profile(task, model, warmup_inputs, warmup_seed, child, o, profile, violations,
                                  device, phases, path, cached)
 
-    def _profile(self, task, model, warmup_inputs, warmup_seed, seed, child, o, profile, violations, device,
+    def _profile(self, task, model, warmup_inputs, warmup_seed, child, o, profile, violations, device,
                  phases, path, cached):
         warmup, runs = int(o["warmup_runs"]), max(1, int(o["timed_runs"]))
         budget = float(o["timeout_s"])
@@ -407,7 +411,9 @@ class Evaluator:
                 for _ in range(warmup):
                     timer.time_once(compiled_fn, warmup_inputs)
                 phases.mark("warm_up")
-            seeds = [task_inputs.set_seed(seed, TIMED_SET_BASE + measurements * runs + i) for i in range(runs)]
+            # Drawn afresh, not derived from the job's seed: a candidate that found the warm-up's
+            # seed in its memory could otherwise compute every timed set's output before the clock.
+            seeds = [timed_seed() for _ in range(runs)]
             measurements += 1
             try:
                 eager, compiled, candidate = self.timed_runs(task, model, compiled_fn, child, seeds, o,
@@ -491,17 +497,31 @@ class Evaluator:
         atol, rtol = float(o["atol"]), float(o["rtol"])
         eager, compiled, candidate = [], [], []
         previous = None  # fingerprints of the last run's expected and candidate outputs
+        # On CPU each timed call follows an untimed one on a throwaway set, in the same process:
+        # the other process's run between them had evicted the caller's code, allocator and
+        # output lines from the shared core's caches (eager measured up to 2x its plain time).
+        # The throwaway set's values say nothing of the timed set's, drawn only after it.
+        # On CUDA the L2 is flushed before every timed run instead.
+        throwaway = device == "cpu"
         for i, seed in enumerate(seeds):
-            inputs = task_inputs.draw(task.module, seed, device)
             if device == "cpu" and timing.wait_quiet(child.proc.pid):
                 violations.setdefault("background_thread", "a thread of the candidate still ran after its timed run")
                 raise TimedRunWrong("the candidate's process kept running between its timed runs")
+            spare = task_inputs.draw(task.module, timed_seed(), device) if throwaway else None
+            if throwaway:
+                timer.time_once(model, spare)
+            inputs = task_inputs.draw(task.module, seed, device)
             ms, expected = timer.time_once(model, inputs)
             eager.append(ms)
             expected = as_outputs(expected)
             if compiled_fn is not None:
+                if throwaway:
+                    timer.time_once(compiled_fn, spare)
                 compiled.append(timer.time_once(compiled_fn, inputs)[0])
-            del inputs
+            del inputs, spare
+            if throwaway:
+                self._check_time_reply(child.request({"op": "time", "seed": timed_seed(), "warmup": 1, "runs": 0},
+                                                     time.monotonic() + budget), violations)
             reply = child.request({"op": "time", "seed": seed, "runs": 1, "return_output": True},
                                   time.monotonic() + budget)
             candidate.extend(self._check_time_reply(reply, violations))
