@@ -4,6 +4,7 @@ Runs inside the worker. The candidate runs in a child (candidate_process.py, can
 started here for each job, with its own interpreter, resource limits and a deadline; a child that crashes, hangs or
 exhausts memory ends its job with r = -1 and a reason and leaves the worker intact.
 """
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -428,6 +429,8 @@ class Evaluator:
                     sys.stderr.write(f"harness: cached eager median {then:.4g} ms, {fresh:.4g} ms in this job: "
                                      "both baselines measured again\n")
                     cached, baseline = None, "remeasured"
+                    with contextlib.suppress(OSError):  # never read again, even if no steady one replaces it
+                        os.remove(path)
                     phases.mark("timed_runs")
                     continue
                 compiled = cached["compiled"]

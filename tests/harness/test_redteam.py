@@ -120,8 +120,9 @@ def test_a_poisoned_baseline_is_detected_and_measured_again(worker, solutions, t
     second = worker.request(job)["record"]
     assert second["timing"]["baseline"] == "remeasured", second
     assert second["t_compile_ms"] < 10 * first["t_compile_ms"], (first, second)
-    rewritten = json.load(open(path))
-    assert max(rewritten["eager"]) < 50 * max(cached["eager"]), "the poisoned file was kept"
+    if os.path.exists(path):  # rewritten where the new measurement was steady, else removed
+        rewritten = json.load(open(path))
+        assert max(rewritten["eager"]) < 50 * max(cached["eager"]), "the poisoned file was kept"
     third = worker.request(job)["record"]
     assert third["timing"]["baseline"] in ("cached", "remeasured"), third
 
