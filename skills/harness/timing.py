@@ -88,14 +88,18 @@ def process_tree(pid):
     return tree
 
 
+def tree_threads(pid):
+    """(process, thread) ids of every thread in pid's process tree."""
+    return [(p, tid) for p in process_tree(pid) for tid in threads_of(p)]
+
+
 def pin(pid, cpus):
     """Moves every thread of pid's process tree onto cpus; threads started later inherit them."""
-    for p in process_tree(pid):
-        for tid in threads_of(p):
-            try:
-                os.sched_setaffinity(tid, cpus)
-            except OSError:
-                pass  # a thread that has just ended
+    for _, tid in tree_threads(pid):
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass  # a thread that has just ended
 
 
 @contextlib.contextmanager
@@ -123,14 +127,13 @@ def held_cores(cpus, child_pid):
 def busy_threads(pid):
     """Threads of pid's process tree that are running or runnable now (state R in /proc)."""
     busy = 0
-    for p in process_tree(pid):
-        for tid in threads_of(p):
-            try:
-                with open(f"/proc/{p}/task/{tid}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            busy += state == "R"
+    for p, tid in tree_threads(pid):
+        try:
+            with open(f"/proc/{p}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        busy += state == "R"
     return busy
 
 
