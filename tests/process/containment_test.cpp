@@ -4,7 +4,6 @@
 // searched for survivors. Leaks are races, so each case runs many times with every core busy.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <sstream>
 
 #include "actors/process/background_process.hpp"
@@ -147,41 +146,17 @@ std::string owner_setup(const std::vector<std::string>& m, const std::string& mo
 }
 
 TEST(containment, nothing_outlives_an_owner_killed_with_sigkill) {
-  cpu_load load;
-  std::mt19937 random{std::random_device{}()};
-  std::vector<std::string> all;
-  for (int i = 0; i < 30; ++i) {
-    const auto m = unique_markers(5);
-    all.insert(all.end(), m.begin(), m.end());
-    testing::owner_process owner{"containment_owner.*", owner_variable, owner_setup(m, "kill")};
-    ASSERT_EQ(owner.next_line(), "starting");
-    if (i % 3 != 0) {
-      // Most of the time while the commands start, otherwise once they run.
-      std::this_thread::sleep_for(std::chrono::microseconds{random() % 5000});
-    } else {
-      ASSERT_EQ(owner.next_line(), "started") << "iteration " << i;
-    }
-    const int status = owner.kill(SIGKILL);
-    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "iteration " << i;
-    EXPECT_EQ(wait_for_processes(m, 0, 2s), 0) << "iteration " << i;
-  }
-  EXPECT_EQ(testing::survivors_after_settling(all), 0u);
+  testing::expect_nothing_outlives_owners("containment_owner.*", owner_variable, "kill", 30,
+                                         [](const std::string& mode, const std::vector<std::string>& m) {
+                                           return owner_setup(m, mode);
+                                         });
 }
 
 TEST(containment, nothing_outlives_an_owner_that_exits_without_cleaning_up) {
-  cpu_load load;
-  std::vector<std::string> all;
-  for (int i = 0; i < 10; ++i) {
-    const auto m = unique_markers(5);
-    all.insert(all.end(), m.begin(), m.end());
-    testing::owner_process owner{"containment_owner.*", owner_variable, owner_setup(m, "exit")};
-    ASSERT_EQ(owner.next_line(), "starting");
-    ASSERT_EQ(owner.next_line(), "started");
-    const int status = owner.wait();
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "iteration " << i;
-    EXPECT_EQ(wait_for_processes(m, 0, 2s), 0) << "iteration " << i;
-  }
-  EXPECT_EQ(testing::survivors_after_settling(all), 0u);
+  testing::expect_nothing_outlives_owners("containment_owner.*", owner_variable, "exit", 10,
+                                         [](const std::string& mode, const std::vector<std::string>& m) {
+                                           return owner_setup(m, mode);
+                                         });
 }
 
 }  // namespace

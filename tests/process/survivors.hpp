@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 extern char** environ;
 
 namespace cuda_agent::testing {
@@ -187,6 +189,40 @@ class owner_process {
 inline void report_to_parent(const std::string& line) {
   const auto text = line + "\n";
   if (::write(3, text.data(), text.size()) < 0) std::_Exit(1);
+}
+
+// Runs `rounds` owners (`test`, with `variable` set to setup("kill" or "exit", markers)) that each
+// start commands carrying five fresh markers, ends each one, and expects none of those commands to
+// outlive it. Killed owners are SIGKILLed mostly while their commands start (0-5 ms after they say
+// "starting"), otherwise once they say "started"; exiting owners exit on their own after "started".
+template <class Setup>
+void expect_nothing_outlives_owners(const std::string& test, const std::string& variable, const std::string& mode,
+                                    int rounds, Setup setup) {
+  cpu_load load;
+  std::mt19937 random{std::random_device{}()};
+  std::vector<std::string> all;
+  for (int i = 0; i < rounds; ++i) {
+    const auto m = unique_markers(5);
+    all.insert(all.end(), m.begin(), m.end());
+    owner_process owner{test, variable, setup(mode, m)};
+    ASSERT_EQ(owner.next_line(), "starting") << "iteration " << i;
+    int status = 0;
+    if (mode == "kill") {
+      if (i % 3 != 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds{random() % 5000});
+      } else {
+        ASSERT_EQ(owner.next_line(), "started") << "iteration " << i;
+      }
+      status = owner.kill(SIGKILL);
+      ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "iteration " << i;
+    } else {
+      ASSERT_EQ(owner.next_line(), "started") << "iteration " << i;
+      status = owner.wait();
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "iteration " << i;
+    }
+    EXPECT_EQ(wait_for_processes(m, 0, std::chrono::seconds{2}), 0) << "iteration " << i;
+  }
+  EXPECT_EQ(survivors_after_settling(all), 0u);
 }
 
 }  // namespace cuda_agent::testing

@@ -286,41 +286,17 @@ class owner_death : public ::testing::Test {
 };
 
 TEST_F(owner_death, nothing_outlives_a_process_killed_with_sigkill) {
-  cpu_load load;
-  std::mt19937 random{std::random_device{}()};
-  std::vector<std::string> all;
-  for (int i = 0; i < 30; ++i) {
-    const auto m = unique_markers(5);
-    all.insert(all.end(), m.begin(), m.end());
-    testing::owner_process owner{"episode_end_owner.*", owner_variable, setup("kill", m)};
-    ASSERT_EQ(owner.next_line(), "starting") << "iteration " << i;
-    if (i % 3 != 0) {
-      // Most of the time while bubblewrap starts, otherwise once the commands run.
-      std::this_thread::sleep_for(std::chrono::microseconds{random() % 5000});
-    } else {
-      ASSERT_EQ(owner.next_line(), "started") << "iteration " << i;
-    }
-    const int status = owner.kill(SIGKILL);
-    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "iteration " << i;
-    EXPECT_EQ(wait_for_processes(m, 0, 2s), 0) << "iteration " << i;
-  }
-  EXPECT_EQ(cuda_agent::testing::survivors_after_settling(all), 0u);
+  testing::expect_nothing_outlives_owners("episode_end_owner.*", owner_variable, "kill", 30,
+                                         [this](const std::string& mode, const std::vector<std::string>& m) {
+                                           return setup(mode, m);
+                                         });
 }
 
 TEST_F(owner_death, nothing_outlives_a_process_that_exits_without_cleaning_up) {
-  cpu_load load;
-  std::vector<std::string> all;
-  for (int i = 0; i < 5; ++i) {
-    const auto m = unique_markers(5);
-    all.insert(all.end(), m.begin(), m.end());
-    testing::owner_process owner{"episode_end_owner.*", owner_variable, setup("exit", m)};
-    ASSERT_EQ(owner.next_line(), "starting");
-    ASSERT_EQ(owner.next_line(), "started");
-    const int status = owner.wait();
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "iteration " << i;
-    EXPECT_EQ(wait_for_processes(m, 0, 2s), 0) << "iteration " << i;
-  }
-  EXPECT_EQ(cuda_agent::testing::survivors_after_settling(all), 0u);
+  testing::expect_nothing_outlives_owners("episode_end_owner.*", owner_variable, "exit", 5,
+                                         [this](const std::string& mode, const std::vector<std::string>& m) {
+                                           return setup(mode, m);
+                                         });
 }
 
 }  // namespace
