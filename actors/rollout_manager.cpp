@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/recorder.hpp"
 #include "actors/supervisor.hpp"
 
 namespace cuda_agent {
@@ -30,11 +31,13 @@ struct rollout_state {
   int32_t histogram[4] = {0, 0, 0, 0};  // rewards -1, 1, 2, 3
   std::map<std::string, std::pair<caf::actor, caf::actor>> live;  // episode id -> (episode, tools)
   caf::response_promise finished;
+  bool finishing = false;  // the last episode has settled; the log is being flushed
   static inline const char* name = "rollout_manager";
 };
 using rollout_actor = caf::stateful_actor<rollout_state>;
 
 void admit(rollout_actor* self);
+void finish(rollout_actor* self);
 
 std::string episode_id_of(const rollout_plan& plan, const pending_episode& p) {
   auto id = fmt::format("{}-{:04d}", plan.run_id, p.index);
@@ -159,7 +162,35 @@ void admit(rollout_actor* self) {
     st.queue.pop_front();
     start_episode(self, next);
   }
-  if (st.running == 0 && st.queue.empty() && st.finished.pending()) st.finished.deliver(st.done);
+  if (st.running == 0 && st.queue.empty() && st.finished.pending()) finish(self);
+}
+
+caf::error recorder_stopped(rollout_actor* self, const caf::error& reason) {
+  const auto why = "the recorder stopped (" + self->system().render(reason) +
+                   "), so the message log is incomplete; the rollout stops";
+  spdlog::error("{}", why);
+  return caf::make_error(caf::sec::runtime_error, why);
+}
+
+// A run is done only once its log is on stable storage: a recorder that died while the last
+// episodes settled (its down message still on the way) fails the flush, and so the run.
+void finish(rollout_actor* self) {
+  auto& st = self->state;
+  if (st.finishing) return;
+  st.finishing = true;
+  if (!st.services.recorder) {
+    st.finished.deliver(st.done);
+    return;
+  }
+  self->request(st.services.recorder, std::chrono::seconds{60}, flush_atom::value)
+      .then(
+          [=] {
+            if (self->state.finished.pending()) self->state.finished.deliver(self->state.done);
+          },
+          [=](caf::error& error) {
+            if (self->state.finished.pending())
+              self->state.finished.deliver(recorder_stopped(self, error));
+          });
 }
 
 caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_services services,
@@ -175,16 +206,14 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
     self->set_down_handler([=](caf::down_msg& down) {
       auto& st = self->state;
       if (down.source != st.services.recorder.address() || !st.finished.pending()) return;
-      const auto why = "the recorder stopped (" + self->system().render(down.reason) +
-                       "), so the message log is incomplete; the rollout stops";
-      spdlog::error("{}", why);
+      auto error = recorder_stopped(self, down.reason);
       for (const auto& [id, actors] : st.live) {
         self->send_exit(actors.first, caf::exit_reason::user_shutdown);
         self->send_exit(actors.second, caf::exit_reason::user_shutdown);
       }
       st.live.clear();
       st.queue.clear();
-      st.finished.deliver(caf::make_error(caf::sec::runtime_error, why));
+      st.finished.deliver(std::move(error));
     });
   }
   return {

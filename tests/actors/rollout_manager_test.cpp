@@ -2,6 +2,8 @@
 // infrastructure failures only, and the retry budget. Episode directories are real.
 #include "tests/actors/scripted_peers.hpp"
 
+#include <future>
+
 #include "actors/rollout_manager.hpp"
 #include "actors/supervisor.hpp"
 
@@ -155,12 +157,18 @@ TEST_F(rollout_fixture, a_crashed_policy_is_restarted_and_the_episodes_it_failed
 
 TEST_F(rollout_fixture, a_dead_recorder_stops_the_rollout_with_an_error_that_says_so) {
   // The policy ends the recorder at the first turn, as a full disk would (recorder.hpp), and
-  // answers every turn 50 ms later, so that the run is still going when the recorder is gone.
+  // answers each turn 50 ms after it has seen the recorder go (a busy recorder can take a while to
+  // read its exit), so that the run is still going when the recorder is gone.
   auto policy = system->spawn([rec = recorder](caf::event_based_actor* self) -> caf::behavior {
+    auto recorder_gone = std::make_shared<std::promise<void>>();
+    auto gone = std::make_shared<std::shared_future<void>>(recorder_gone->get_future().share());
+    self->monitor(rec);
+    self->set_down_handler([=](caf::down_msg&) { recorder_gone->set_value(); });
     return {[=](const policy_request& request) -> caf::result<policy_response> {
       self->send_exit(rec, caf::make_error(caf::sec::runtime_error, "no space left on device"));
       auto promise = self->make_response_promise<policy_response>();
       std::thread([=]() mutable {
+        gone->wait();
         std::this_thread::sleep_for(50ms);
         policy_response r = done();
         r.episode_id = request.episode_id;
@@ -190,6 +198,39 @@ TEST_F(rollout_fixture, a_dead_recorder_stops_the_rollout_with_an_error_that_say
   EXPECT_NE(error.find("no space left on device"), std::string::npos) << error;
   std::lock_guard<std::mutex> lock{results->mutex};
   EXPECT_LT(results->episodes.size(), 6u) << "episodes went on after the log was lost";
+  self->send_exit(manager, caf::exit_reason::user_shutdown);
+  self->send_exit(policy, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(rollout_fixture, a_recorder_that_dies_as_the_last_episode_ends_fails_the_run) {
+  // The only episode's one turn ends the recorder and is answered at once: the episode can settle
+  // before the manager hears of the death, and the run must still not claim a complete log.
+  auto policy = system->spawn([rec = recorder](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](const policy_request& request) {
+      self->send_exit(rec, caf::make_error(caf::sec::runtime_error, "no space left on device"));
+      policy_response r = done();
+      r.episode_id = request.episode_id;
+      r.turn = request.turn;
+      return r;
+    }};
+  });
+  rollout_plan plan;
+  plan.run_id = "r3";
+  plan.tasks = {config().task};
+  plan.episodes = 1;
+  plan.concurrency = 1;
+  plan.episodes_dir = dir.path() / "episodes";
+  plan.base = config();
+  auto results = std::make_shared<rollout_results>();
+  rollout_services services{policy, compiler, gpu, recorder,
+                            [this](const episode_config&) { return tools; }};
+  auto manager = spawn_rollout_manager(*system, plan, services, results);
+  caf::scoped_actor self{*system};
+  std::string error;
+  self->request(manager, 60s, run_atom::value)
+      .receive([](int32_t) { FAIL() << "the run finished without its log"; },
+               [&](caf::error& e) { error = system->render(e); });
+  EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
   self->send_exit(manager, caf::exit_reason::user_shutdown);
   self->send_exit(policy, caf::exit_reason::user_shutdown);
 }
