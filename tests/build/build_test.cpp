@@ -168,7 +168,6 @@ TEST_F(BuildTest, UnchangedRebuildIsACacheHitAndAnEditIsAMiss) {
   EXPECT_TRUE(second.cache_hit);
   EXPECT_EQ(second.compiled_files, 0);
   EXPECT_EQ(second.module_path, first.module_path);
-  EXPECT_LT(second.duration_ms, 500.0);
 
   // The kernel now computes a + 3b (with a comment no earlier run wrote): only that file is
   // compiled again, and the module says so.
