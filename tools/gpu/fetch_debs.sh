@@ -14,4 +14,5 @@ apt-get download \
   libgtest-dev googletest nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libtomlplusplus3 \
   bubblewrap libcurl4-openssl-dev \
   clang clang-14 libclang-cpp14 libllvm14 libclang-common-14-dev \
-  libz3-4 libedit2 libxml2 libicu72
+  libz3-4 libedit2 libxml2 libicu72 \
+  libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2

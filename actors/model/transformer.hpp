@@ -1,0 +1,97 @@
+// The policy's model: a decoder-only transformer of the Llama, Qwen2 and Qwen3 families in
+// LibTorch, loaded from a Hugging Face checkpoint directory (config.json, *.safetensors). One
+// library for the two actors that use it: the `torch` policy backend samples with it (through
+// generation_engine.hpp), the learner trains it (forward() is differentiable).
+//
+//   auto model = model::transformer::load(dir, torch::kCPU, torch::kFloat32);
+//   torch::Tensor logits = model->forward(input_ids);          // [B, T, vocab]
+//   model::kv_cache cache = model->new_cache();
+//   torch::Tensor last = model->step({{1, 2, 3}}, {&cache});   // [1, vocab]; cache holds 3 tokens
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "actors/model/model_config.hpp"
+
+namespace cuda_agent::model {
+
+// One sequence's keys and values, layer by layer, on the model's device and dtype. Owned by the
+// caller (the generation engine keeps one per episode between turns); only the model that made
+// it may extend it.
+class kv_cache {
+ public:
+  int64_t length() const { return length_; }  // tokens held
+  int64_t bytes() const;                      // device memory held, capacity included
+  // Forgets every token from position `n` on (n <= length()).
+  void truncate(int64_t n);
+  void clear() { truncate(0); }
+
+ private:
+  friend class transformer;
+  std::vector<torch::Tensor> keys_;    // per layer: [kv_heads, capacity, head_dim]
+  std::vector<torch::Tensor> values_;  // per layer: [kv_heads, capacity, head_dim]
+  int64_t length_ = 0;
+};
+
+class transformer {
+ public:
+  // Reads config.json and the weights (model.safetensors, or the shards that
+  // model.safetensors.index.json names), memory-mapped and converted straight to `device` and
+  // `dtype`. Throws model_error naming the file and the problem: a missing or unexpected tensor,
+  // a wrong shape, an unsupported architecture or rope type, a truncated file.
+  static std::shared_ptr<transformer> load(const std::filesystem::path& dir, torch::Device device,
+                                           torch::ScalarType dtype);
+
+  const model_config& config() const { return config_; }
+  torch::Device device() const { return device_; }
+  torch::ScalarType dtype() const { return dtype_; }
+
+  // Logits [B, T, vocab] (float32) for a right-padded batch; attention_mask [B, T] is 1 on real
+  // tokens (undefined: every token is real). No cache; differentiable, for training and parity.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
+
+  // Inference: appends tokens[b] (at least one) to *caches[b] and returns the float32 logits of
+  // each sequence's last new token, [B, vocab]. Sequences may be of different lengths, cached
+  // and new: a prefill of one and the decode step of others run in one call. Runs under
+  // NoGradGuard.
+  torch::Tensor step(const std::vector<std::vector<int64_t>>& tokens,
+                     const std::vector<kv_cache*>& caches);
+
+  kv_cache new_cache() const;
+
+  // The weights under their Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+  // Replaces the weights in place (same names and shapes; throws model_error otherwise) and
+  // sets the version. Callers hold no step() or forward() meanwhile.
+  void load_weights(const std::vector<std::pair<std::string, torch::Tensor>>& weights,
+                    int64_t version);
+  // Writes config.json and model.safetensors (split into shards above `shard_bytes`) that
+  // transformers' from_pretrained loads unchanged.
+  void save_pretrained(const std::filesystem::path& dir, int64_t shard_bytes = int64_t{5} << 30) const;
+
+  // The version of the weights now held: 0 as loaded, then what load_weights set.
+  int64_t weight_version() const { return version_; }
+
+  transformer(const transformer&) = delete;
+  transformer& operator=(const transformer&) = delete;
+  ~transformer();
+
+ private:
+  transformer(model_config config, torch::Device device, torch::ScalarType dtype);
+  struct layers;  // the modules, defined in transformer.cpp
+  model_config config_;
+  torch::Device device_;
+  torch::ScalarType dtype_;
+  std::unique_ptr<layers> layers_;
+  int64_t version_ = 0;
+};
+
+}  // namespace cuda_agent::model
