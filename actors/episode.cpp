@@ -243,9 +243,13 @@ void on_policy_response(episode_actor* self, policy_response& response) {
   trajectory_turn turn;
   turn.turn = response.turn;
   turn.prompt_token_count = response.prompt_tokens;
-  turn.token_ids = response.token_ids;
-  turn.logprobs = response.logprobs;
-  turn.loss_mask.assign(response.token_ids.size(), 1);  // every sampled token is the policy's
+  // The prompt tokens new in this turn, then the sampled ones: only the latter are trained on.
+  turn.token_ids = response.prompt_token_ids;
+  turn.token_ids.insert(turn.token_ids.end(), response.token_ids.begin(), response.token_ids.end());
+  turn.logprobs.assign(response.prompt_token_ids.size(), 0.0f);
+  turn.logprobs.insert(turn.logprobs.end(), response.logprobs.begin(), response.logprobs.end());
+  turn.loss_mask.assign(response.prompt_token_ids.size(), 0);
+  turn.loss_mask.resize(turn.token_ids.size(), 1);
   turn.weight_version = response.weight_version;
   st.record.turns.push_back(std::move(turn));
   st.request.messages.push_back({"assistant", response.content, "", response.tool_calls});

@@ -206,9 +206,9 @@ const std::vector<setting_spec>& settings::schema() {
       {"build.binding_flags", T::string, "-O0", {}, 0, 0,
        "Optimisation flags of binding sources (binding.cpp, kernels/*_binding.cpp): they only "
        "marshal arguments."},
-      {"policy.backend", T::choice, "openai", {"openai", "replay", "demo"}, 0, 0,
-       "Where the agent's turns come from: an OpenAI-compatible server, a message log, or the "
-       "shipped demonstrations."},
+      {"policy.backend", T::choice, "openai", {"openai", "torch", "replay", "demo"}, 0, 0,
+       "Where the agent's turns come from: an OpenAI-compatible server, a LibTorch model in this "
+       "process, a message log, or the shipped demonstrations."},
       {"policy.base_url", T::string, "http://127.0.0.1:8000/v1", {}, 0, 0,
        "Base URL of the OpenAI-compatible server; /chat/completions is appended."},
       {"policy.model", T::string, "", {}, 0, 0,
@@ -245,6 +245,25 @@ const std::vector<setting_spec>& settings::schema() {
       {"policy.demo_dir", T::string, "corpus/demos", {}, 0, 0,
        "Demonstrations the demo backend plays: <dir>/<task_id>/demo.json or "
        "<dir>/<set>/<task_id>/demo.json."},
+      {"policy.model_dir", T::string, "", {}, 0, 0,
+       "Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json) of the "
+       "torch backend."},
+      {"policy.device", T::string, "cpu", {}, 0, 0,
+       "Device of the torch backend's model: cpu, cuda or cuda:N."},
+      {"policy.dtype", T::choice, "auto", {"auto", "fp32", "bf16", "fp16"}, 0, 0,
+       "Weights and compute dtype of the torch backend; auto: bf16 on cuda, fp32 on cpu."},
+      {"policy.chat_format", T::choice, "auto", {"auto", "qwen2", "qwen3", "llama3"}, 0, 0,
+       "Chat format of the torch backend; auto: detected from the checkpoint."},
+      {"policy.top_k", T::integer, "0", {}, 0, 1 << 24,
+       "Top-k sampling of the torch backend; 0: no limit."},
+      {"policy.seed", T::integer, "0", {}, 0, int64_t{1} << 62,
+       "Seed of the torch backend; each turn samples from a generator seeded by it, the episode "
+       "and the turn, so a rerun samples the same tokens."},
+      {"policy.max_batch", T::integer, "32", {}, 1, 4096,
+       "Sequences the torch backend decodes together."},
+      {"policy.cache_budget_mb", T::integer, "8192", {}, 1, int64_t{1} << 30,
+       "KV cache memory of all episodes together in the torch backend; least recently used "
+       "episodes' caches are evicted past it."},
       {"sandbox.mode", T::choice, "bwrap", {"bwrap", "none"}, 0, 0,
        "How agent commands are isolated: bwrap (bubblewrap namespaces) or none (no isolation; "
        "only for hosts without bubblewrap, and only when set explicitly)."},

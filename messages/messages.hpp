@@ -128,9 +128,16 @@ struct policy_response {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   std::string context_action;  // "none", or what the context policy did ("truncated_tool_outputs")
+  // The prompt tokens that no earlier response of this episode holds (the whole prompt at the
+  // first turn; then the tool results and the chat format's markup around them), in the
+  // model's own tokenizer. The episode's responses in order, each prompt_token_ids then
+  // token_ids, are exactly the token sequence the model saw and wrote. Empty where the policy
+  // cannot say (an OpenAI-compatible server returns only the sampled tokens).
+  std::vector<int32_t> prompt_token_ids;
 };
 CUDA_AGENT_FIELDS(policy_response, episode_id, turn, content, tool_calls, token_ids, logprobs,
-                  finish_reason, weight_version, prompt_tokens, completion_tokens, context_action);
+                  finish_reason, weight_version, prompt_tokens, completion_tokens, context_action,
+                  prompt_token_ids);
 
 // --- Tools -------------------------------------------------------------------------------------
 
@@ -289,13 +296,15 @@ CUDA_AGENT_FIELDS(reward_record, episode_id, job_id, compiled, correct, violatio
 
 // --- Trajectories ----------------------------------------------------------------------------------
 
-// What the learner trains on: per turn, the tokens the policy produced with their log-probs
-// under the weights that sampled them.
+// What the learner trains on: per turn, the prompt tokens new in this turn (loss mask 0) and
+// the tokens the policy produced (loss mask 1) with their log-probs under the weights that
+// sampled them. Where the policy returns its prompt tokens (policy_response.prompt_token_ids),
+// the turns' token_ids in order are the episode's whole token sequence.
 struct trajectory_turn {
   int32_t turn = 0;
   int32_t prompt_token_count = 0;
   std::vector<int32_t> token_ids;
-  std::vector<float> logprobs;
+  std::vector<float> logprobs;     // 0 on prompt tokens
   std::vector<uint8_t> loss_mask;  // 1 where the token was the policy's and is trained on
   std::string observation;         // tool results fed back after this turn
   int64_t weight_version = 0;

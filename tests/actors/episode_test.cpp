@@ -47,6 +47,21 @@ TEST_F(peers_fixture, runs_tools_routes_build_to_the_compiler_and_ends_with_the_
   EXPECT_EQ(recorded_types(), expected);
 }
 
+TEST_F(peers_fixture, a_turns_new_prompt_tokens_join_its_trajectory_with_loss_mask_zero) {
+  auto first = with_calls({{"c1", "Read", R"({"file_path": "model.py"})"}});
+  first.prompt_token_ids = {900, 901, 902};  // system prompt, tools, task
+  auto last = done();
+  last.prompt_token_ids = {903, 904};  // the Read's result in the chat format's markup
+  auto policy = system->spawn(scripted_policy, std::vector<policy_response>{first, last}, 0, 0ms);
+  auto [ended, verdict, traj] = run(config(), policy);
+  ASSERT_EQ(traj.turns.size(), 2u);
+  EXPECT_EQ(traj.turns[0].token_ids, (std::vector<int32_t>{900, 901, 902, 1, 7}));
+  EXPECT_EQ(traj.turns[0].loss_mask, (std::vector<uint8_t>{0, 0, 0, 1, 1}));
+  EXPECT_EQ(traj.turns[0].logprobs, (std::vector<float>{0, 0, 0, -0.5f, -0.25f}));
+  EXPECT_EQ(traj.turns[1].token_ids, (std::vector<int32_t>{903, 904, 2, 7}));
+  EXPECT_EQ(traj.turns[1].loss_mask, (std::vector<uint8_t>{0, 0, 1, 1}));
+}
+
 TEST_F(peers_fixture, stops_at_the_turn_budget_and_still_evaluates) {
   auto policy = system->spawn(scripted_policy, std::vector<policy_response>{}, 0, 0ms);
   auto c = config();

@@ -37,7 +37,7 @@ template <> inline policy_request sample() {
 }
 template <> inline policy_response sample() {
   return {"ep-7", 3, "thinking", {sample_call(3)}, {151644, 872, -1}, {-0.25f, -1.5f, 0.0f},
-          "tool_calls", 41, 1200, 3, "truncated_tool_outputs"};
+          "tool_calls", 41, 1200, 3, "truncated_tool_outputs", {151644, 8948, 198}};
 }
 template <> inline tool_request sample() { return {"ep-7", 3, sample_call(4)}; }
 template <> inline tool_result sample() {
