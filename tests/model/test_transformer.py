@@ -25,6 +25,11 @@ PROBE = BUILD / "transformer_probe"
 TOLERANCE = 1e-4
 GENERATED = 256
 
+# One thread each: on a small shared machine, two OpenMP threads per tiny matmul spend most of
+# their time waiting for each other.
+torch.set_num_threads(1)
+PROBE_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
 pytestmark = pytest.mark.skipif(not PROBE.exists(), reason=f"{PROBE} not built (set CUDA_AGENT_BUILD_DIR)")
 
 COMMON = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -92,7 +97,8 @@ def hf_model(path):
 
 
 def probe(*args, check=True):
-    result = subprocess.run([str(PROBE), *map(str, args)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([str(PROBE), *map(str, args)], capture_output=True, text=True, timeout=300,
+                            env=PROBE_ENV)
     if check:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
