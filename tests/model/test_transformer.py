@@ -375,3 +375,27 @@ def test_corrupt_headers(checkpoints, tmp_path):
     expect_error(path, "'a'", "truncated")
     file.write_bytes(b"\x01\x02")
     expect_error(path, "truncated")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_logits_near_transformers(dtype, checkpoints, tmp_path):
+    """Computed in that dtype as transformers does (norms in float32), so close to its logits,
+    not bit-equal: the bound is loose, a wrong cast or a skipped norm is far above it."""
+    ids = token_rows(7, [16])
+    name = str(dtype).removeprefix("torch.")
+    got = torch.tensor(probe("logits", checkpoints["qwen3"], write_json(tmp_path, "h.json", {"input_ids": ids}),
+                             name)["logits"])
+    model = AutoModelForCausalLM.from_pretrained(checkpoints["qwen3"], dtype=dtype).eval()
+    with torch.no_grad():
+        want = model(torch.tensor(ids)).logits.double()
+    diff = (got - want).abs().max().item()
+    print(f"qwen3 {name}: max |logit diff| = {diff:.3g} (logits up to {want.abs().max().item():.3g})")
+    assert diff < 0.05 * want.abs().max().item()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU host: CUDA loads")
+def test_cuda_without_a_gpu_is_a_one_line_error(checkpoints):
+    result = probe("check", checkpoints["qwen2"], "float32", "cuda", check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+    assert "cuda" in result.stderr
