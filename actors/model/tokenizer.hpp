@@ -79,6 +79,10 @@ class tokenizer {
   std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
   std::string decode(const int64_t* ids, std::size_t count, bool skip_special_tokens) const;
 
+  // The pre-tokens of `text` as HF's normalizer and then pre_tokenizer make them (added tokens
+  // are not cut out first): what BPE merges. For tests and debugging.
+  std::vector<std::string> pre_tokens(std::string_view text) const;
+
   // Added tokens first, then the model's vocabulary (HF's order).
   std::optional<int64_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(int64_t id) const;

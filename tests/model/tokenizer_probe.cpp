@@ -3,6 +3,7 @@
 //   tokenizer_probe encode TOKENIZER.json [--no-special] < texts.jsonl > ids.jsonl
 //   tokenizer_probe encode-threads TOKENIZER.json THREADS < texts.jsonl > ids.jsonl
 //   tokenizer_probe decode TOKENIZER.json [--skip-special] < ids.jsonl > texts.jsonl
+//   tokenizer_probe pre-tokens TOKENIZER.json < texts.jsonl > pieces.jsonl
 //   tokenizer_probe vocab TOKENIZER.json > vocab.json
 //   tokenizer_probe bench TOKENIZER.json < texts.jsonl      (prints seconds of two passes)
 //
@@ -46,7 +47,7 @@ void print_ids(const std::vector<int64_t>& ids) { std::cout << json(ids).dump() 
 
 int run(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: tokenizer_probe encode|encode-threads|decode|vocab|bench TOKENIZER.json ...\n";
+    std::cerr << "usage: tokenizer_probe encode|encode-threads|decode|pre-tokens|vocab|bench TOKENIZER.json ...\n";
     return 2;
   }
   const std::string command = argv[1];
@@ -57,7 +58,6 @@ int run(int argc, char** argv) {
   } else if (command == "encode-threads") {
     const std::vector<std::string> texts = read_texts();
     const int threads = std::stoi(option);
-    std::vector<std::vector<int64_t>> results(texts.size());
     std::vector<std::thread> pool;
     // Every thread encodes every text, interleaved, so that they share and race on the cache.
     std::vector<std::vector<std::vector<int64_t>>> per_thread(static_cast<std::size_t>(threads));
@@ -88,6 +88,8 @@ int run(int argc, char** argv) {
       const auto ids = json::parse(line).get<std::vector<int64_t>>();
       std::cout << json(tok.decode(ids, option == "--skip-special")).dump() << '\n';
     }
+  } else if (command == "pre-tokens") {
+    for (const std::string& text : read_texts()) std::cout << json(tok.pre_tokens(text)).dump() << '\n';
   } else if (command == "vocab") {
     json tokens = json::array();
     const int64_t n = tok.vocab_size();
