@@ -23,11 +23,15 @@
 //   post_processor  null, ByteLevel, TemplateProcessing (its `single` template), Sequence of these
 //   truncation, padding: null only
 //
-// Patterns are PCRE2 (JIT) with the Unicode classes \p{..} of general categories, \s, \d, \w and
-// their negations outside brackets rewritten to explicit ranges from utf8proc's tables, so that
-// they follow Unicode 15 as HF's Oniguruma does rather than PCRE2's own older tables; \S, \D, \W,
-// \P{..} inside brackets keep PCRE2's meaning. NFC is utf8proc's, which is newer than the tables
-// HF's NFC uses: text with compositions added after Unicode 9 can normalize differently.
+// Patterns are PCRE2 (JIT). PCRE2 10.42 knows Unicode 14 and HF's Oniguruma Unicode 16, so the
+// classes \p{..} of general categories, \s (Unicode White_Space, as Oniguruma's) and \d, and their
+// negations outside brackets, are rewritten to explicit ranges: utf8proc's tables (Unicode 15.0)
+// with the letters and numbers of Unicode 15.1 and 16.0 added (so \p{L} and \p{N}, what the
+// Qwen2, Llama 3 and GPT-2 patterns use, follow Unicode 16; the other categories Unicode 15.0).
+// \S, \D, \P{..} inside brackets and \w keep PCRE2's own meaning. NFC is utf8proc's (Unicode
+// 15.0), newer than the tables of HF's NFC: text with compositions that Unicode added after
+// version 9 (rare scripts; HF leaves U+11935 U+11930 alone, utf8proc composes them) can normalize
+// differently.
 //
 // Input text that is not valid UTF-8 (HF cannot receive such text) is first repaired as Rust's
 // String::from_utf8_lossy does: each maximal invalid subsequence becomes U+FFFD. Decoding
@@ -76,7 +80,8 @@ class tokenizer {
   // Ids of `text`; add_special_tokens applies the post-processor (Llama 3's <|begin_of_text|>).
   std::vector<int64_t> encode(std::string_view text, bool add_special_tokens = true) const;
   // Text of `ids`; skip_special_tokens drops the added tokens marked special.
-  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens = false) const;
+  // (No default: HF's Python decode skips them by default, transformers' does not.)
+  std::string decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const;
   std::string decode(const int64_t* ids, std::size_t count, bool skip_special_tokens) const;
 
   // The pre-tokens of `text` as HF's normalizer and then pre_tokenizer make them (added tokens

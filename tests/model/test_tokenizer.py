@@ -324,6 +324,38 @@ def test_decode_matches_hf(name, probe, corpus, tokenizers_built):
     assert decoded == want
 
 
+VARIANTS = {
+    # GPT-2: ByteLevel alone, with its regex and a prefix space on every piece.
+    "gpt2": lambda d: d.update(normalizer=None, pre_tokenizer={
+        "type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}),
+    # A literal Split pattern, merges as "a b" strings, no decoder (HF joins tokens with spaces).
+    "literal": lambda d: d.update(decoder=None, pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": ". "}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}]},
+        model=dict(d["model"], merges=[" ".join(m) for m in d["model"]["merges"]])),
+    # No pre-tokenizer: whole pieces reach BPE, characters outside the vocabulary are dropped.
+    "none": lambda d: d.update(pre_tokenizer=None),
+    # An unknown-token id for those characters instead, fused and not.
+    "unk": lambda d: d.update(pre_tokenizer=None, model=dict(d["model"], unk_token="<|endoftext|>")),
+    "unk_fused": lambda d: d.update(pre_tokenizer=None, model=dict(
+        d["model"], unk_token="<|endoftext|>", fuse_unk=True)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_variants_match_hf(variant, probe, corpus, tokenizers_built, tmp_path):
+    _, qwen = tokenizers_built["qwen2"]
+    data = json.loads(qwen.to_str())
+    VARIANTS[variant](data)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data))
+    hf = Tokenizer.from_file(str(path))
+    texts = lines_of(corpus)[:1500] + chunks_of(corpus)[:2]
+    assert run_probe(probe, ["encode", str(path)], texts) == [e.ids for e in hf.encode_batch(texts)]
+    ids = [e.ids for e in hf.encode_batch(texts[:500])]
+    assert run_probe(probe, ["decode", str(path)], ids) == hf.decode_batch(ids, skip_special_tokens=False)
+
+
 def test_invalid_utf8_is_replaced_as_rust_does(probe, tokenizers_built):
     path, hf = tokenizers_built["qwen2"]
     raw = [b"abc\xff\xfe def", b"\xe2\x82 x", b"tail \xf0\x9f\x98", b"\xc0\xaf\xed\xa0\x80z",
