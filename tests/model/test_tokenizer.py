@@ -360,6 +360,12 @@ def test_invalid_utf8_is_replaced_as_rust_does(probe, tokenizers_built):
     path, hf = tokenizers_built["qwen2"]
     raw = [b"abc\xff\xfe def", b"\xe2\x82 x", b"tail \xf0\x9f\x98", b"\xc0\xaf\xed\xa0\x80z",
            b"ok \xf4\x90\x80\x80 \xe0\x80\x80", b"<|im_end|>\x80<|im_end|>", "é".encode()[:1]]
+    # Random bytes, mostly lead and continuation bytes at the edges of their valid ranges.
+    rng = random.Random(5)
+    edges = [0x80, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xA0, 0xED, 0x9F, 0xF0, 0x90, 0xF4, 0x8F, 0xF5, 0xFF,
+             0x41, 0x20]
+    raw += [bytes(rng.choice(edges) if rng.random() < 0.7 else rng.randrange(256)
+                  for _ in range(rng.randint(1, 30))) for _ in range(2000)]
     ours = run_probe(probe, ["encode", str(path)], [{"hex": r.hex()} for r in raw])
     theirs = [hf.encode(r.decode("utf-8", errors="replace")).ids for r in raw]
     assert ours == theirs
