@@ -93,6 +93,12 @@ struct generation_engine::impl {
   std::vector<std::unique_ptr<running_request>> batch;
   std::unordered_map<std::string, std::unique_ptr<cache_entry>> caches;
   uint64_t tick = 0;
+  struct outcome {
+    std::promise<generation_result> promise;
+    generation_result result;
+    std::exception_ptr error;
+  };
+  std::vector<outcome> outcomes;  // answered in this step boundary, not yet delivered
 
   std::thread thread;
 
@@ -192,6 +198,7 @@ struct generation_engine::impl {
       decode();
       finish_answered();
       publish_cache_bytes();
+      deliver();
     }
     fail_everything("generation_engine: stopped before the request finished");
   }
@@ -508,14 +515,28 @@ struct generation_engine::impl {
     stats.decoded_tokens += sampled_total;
   }
 
+  // Results go out at the end of the step boundary, after the caches and the stats have taken
+  // the request's end: a caller that reads stats() after its result sees its request counted.
   void answer(running_request& r) {
-    r.promise.set_value(std::move(r.result));
     r.done = true;
+    outcomes.push_back({std::move(r.promise), std::move(r.result), nullptr});
   }
 
   void fail(running_request& r, const std::string& message) {
-    r.promise.set_exception(std::make_exception_ptr(model_error(message)));
     r.done = true;
+    outcomes.push_back(
+        {std::move(r.promise), {}, std::make_exception_ptr(model_error(message))});
+  }
+
+  void deliver() {
+    for (auto& o : outcomes) {
+      if (o.error) {
+        o.promise.set_exception(o.error);
+      } else {
+        o.promise.set_value(std::move(o.result));
+      }
+    }
+    outcomes.clear();
   }
 
   // Answered requests leave the batch; their caches become idle (or go).
@@ -554,6 +575,7 @@ struct generation_engine::impl {
       }
     }
     batch.clear();
+    deliver();
     auto fail_pending = [&](std::deque<pending_request>& queue) {
       for (auto& p : queue) p.promise.set_exception(std::make_exception_ptr(model_error(message)));
       queue.clear();
