@@ -10,7 +10,27 @@
 // in the batch for one more decode step that writes that token into the cache (its logits are
 // not used), and its result goes out after that step. So the cache holds the whole last turn,
 // prompt and completion, and the next turn's prompt, which starts with it, prefills only what
-// is new.
+// is new. A prompt that leaves the cached tokens somewhere truncates the cache there.
+//
+// Choices the header leaves open:
+// - Two requests of one sequence id never run together: the later waits for the earlier.
+// - Cache budget: a running request counts at what its cache may grow to (prompt + max_tokens,
+//   capped at the context), an idle cache at what it holds (capacity included). Idle caches
+//   are evicted least recently used first to admit a request; a request that would need more
+//   than the whole budget fails at once; one that fits only after running requests end waits.
+// - logprobs are log_softmax of the raw logits (temperature 1, no top-k or top-p): the policy's
+//   own distribution, which a learner's importance ratios compare with, not the warped one the
+//   token was drawn from.
+// - Sampling draws one uniform number per token from the request's generator (a CPU
+//   torch::Generator seeded with sampling.seed) and inverts the warped distribution's CDF on
+//   the model's device, so that a request's tokens depend on its seed and logits only.
+// - A weight update lands between two steps. Every cache is dropped, and each running request
+//   prefills its prompt and its tokens so far again under the new weights before its next
+//   token. Its result's weight_version is the version that sampled its last token; its
+//   logprobs are each token's under the weights that sampled it, so a result that spans an
+//   update mixes two versions (the version changes where the logprobs stop matching the old
+//   weights). update_weights() returns once the weights are in, so every request submitted
+//   after it samples with them alone.
 #include "actors/model/generation_engine.hpp"
 
 #include <algorithm>
