@@ -30,6 +30,7 @@ struct rope_scaling {
   double beta_fast = 32.0;
   double beta_slow = 1.0;
   double attention_factor = 0.0;  // 0: derived from factor as transformers does
+  bool truncate = true;           // yarn: round the correction range to whole dimensions
 };
 
 struct model_config {
@@ -49,6 +50,7 @@ struct model_config {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v (and for llama o) projections carry a bias: Qwen2
   bool qk_norm = false;         // RMSNorm on q and k per head: Qwen3
+  bool mlp_bias = false;        // gate/up/down projections carry a bias (llama's mlp_bias)
   std::string torch_dtype;      // as written ("bfloat16"); informational
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;

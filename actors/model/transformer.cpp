@@ -1,0 +1,455 @@
+#include "actors/model/transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "actors/model/safetensors.hpp"
+
+namespace cuda_agent::model {
+namespace {
+
+struct linear {
+  torch::Tensor weight;
+  torch::Tensor bias;  // undefined: none
+  torch::Tensor operator()(const torch::Tensor& x) const { return torch::linear(x, weight, bias); }
+};
+
+// As transformers' LlamaRMSNorm: normalised in float32, cast back, then scaled.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor h = x.to(torch::kFloat32);
+  torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  h = h * torch::rsqrt(variance + eps);
+  return weight * h.to(x.scalar_type());
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+// x [B, heads, T, D]; cos, sin [B, T, D].
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1);
+}
+
+std::string shape_string(c10::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Inverse frequencies of the rotary embedding and the factor on cos/sin, computed in float32
+// step by step as transformers' modeling_rope_utils does, so that cos/sin agree to the last bit
+// as far as the operations allow.
+std::pair<torch::Tensor, double> rope_frequencies(const model_config& c) {
+  const int64_t dim = c.head_dim;
+  const double base = c.rope_theta;
+  const rope_scaling& r = c.rope;
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  torch::Tensor exponents = torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) / double(dim);
+  torch::Tensor inv_freq = torch::pow(base, exponents).reciprocal();
+  if (r.type == "default") return {inv_freq, 1.0};
+  if (r.type == "linear") return {inv_freq / r.factor, 1.0};
+  if (r.type == "llama3") {
+    const double old_context = double(r.original_max_position_embeddings);
+    const double low_wavelen = old_context / r.low_freq_factor;
+    const double high_wavelen = old_context / r.high_freq_factor;
+    torch::Tensor wavelen = inv_freq.reciprocal() * (2 * M_PI);
+    torch::Tensor scaled = torch::where(wavelen > low_wavelen, inv_freq / r.factor, inv_freq);
+    torch::Tensor smooth = (wavelen.reciprocal() * old_context - r.low_freq_factor) /
+                           (r.high_freq_factor - r.low_freq_factor);
+    torch::Tensor smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+    torch::Tensor medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+    return {torch::where(medium, smoothed, scaled), 1.0};
+  }
+  // yarn
+  const double original = double(r.original_max_position_embeddings);
+  auto correction_dim = [&](double rotations) {
+    return (double(dim) * std::log(original / (rotations * 2 * M_PI))) / (2 * std::log(base));
+  };
+  double low = correction_dim(r.beta_fast);
+  double high = correction_dim(r.beta_slow);
+  if (r.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(dim - 1));
+  if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
+  torch::Tensor pos_freqs = torch::pow(base, exponents);
+  torch::Tensor extrapolation = pos_freqs.reciprocal();
+  torch::Tensor interpolation = (pos_freqs * r.factor).reciprocal();
+  torch::Tensor ramp = ((torch::arange(dim / 2, f32) - low) / (high - low)).clamp(0, 1);
+  torch::Tensor extrapolation_factor = 1 - ramp;
+  inv_freq = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;
+  return {inv_freq, r.attention_factor};
+}
+
+const char* dtype_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32: return "float32";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kFloat16: return "float16";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+struct transformer::layers {
+  struct block {
+    torch::Tensor input_norm, post_norm, q_norm, k_norm;
+    linear q, k, v, o, gate, up, down;
+  };
+  struct slot {
+    std::string name;
+    torch::Tensor* tensor;
+    std::vector<int64_t> shape;
+  };
+  torch::Tensor embed;
+  std::vector<block> blocks;
+  torch::Tensor norm;
+  torch::Tensor lm_head;  // the same tensor as embed where the embeddings are tied
+  torch::Tensor inv_freq;  // float32 on the device
+  double attention_scaling = 1.0;
+  std::vector<slot> slots;  // every weight under its Hugging Face name, in checkpoint order
+
+  const slot* find(const std::string& name) const {
+    for (const auto& s : slots) {
+      if (s.name == name) return &s;
+    }
+    return nullptr;
+  }
+};
+
+int64_t kv_cache::bytes() const {
+  int64_t total = 0;
+  for (const auto& t : keys_) total += int64_t(t.nbytes());
+  for (const auto& t : values_) total += int64_t(t.nbytes());
+  return total;
+}
+
+void kv_cache::truncate(int64_t n) {
+  if (n < 0 || n > length_) {
+    throw model_error("kv_cache::truncate(" + std::to_string(n) + ") on a cache of " +
+                      std::to_string(length_) + " tokens");
+  }
+  length_ = n;
+}
+
+transformer::transformer(model_config config, torch::Device device, torch::ScalarType dtype)
+    : config_(std::move(config)), device_(device), dtype_(dtype), layers_(std::make_unique<layers>()) {
+  const model_config& c = config_;
+  layers& L = *layers_;
+  L.blocks.resize(size_t(c.num_hidden_layers));
+  const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
+  const int64_t q_out = c.num_attention_heads * D, kv_out = c.num_key_value_heads * D;
+  const bool o_bias = c.attention_bias && c.model_type != "qwen2";
+  auto add = [&](std::string name, torch::Tensor* t, std::vector<int64_t> shape) {
+    L.slots.push_back({std::move(name), t, std::move(shape)});
+  };
+  add("model.embed_tokens.weight", &L.embed, {c.vocab_size, H});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    layers::block& b = L.blocks[size_t(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", &b.input_norm, {H});
+    add(p + "self_attn.q_proj.weight", &b.q.weight, {q_out, H});
+    if (c.attention_bias) add(p + "self_attn.q_proj.bias", &b.q.bias, {q_out});
+    add(p + "self_attn.k_proj.weight", &b.k.weight, {kv_out, H});
+    if (c.attention_bias) add(p + "self_attn.k_proj.bias", &b.k.bias, {kv_out});
+    add(p + "self_attn.v_proj.weight", &b.v.weight, {kv_out, H});
+    if (c.attention_bias) add(p + "self_attn.v_proj.bias", &b.v.bias, {kv_out});
+    add(p + "self_attn.o_proj.weight", &b.o.weight, {H, q_out});
+    if (o_bias) add(p + "self_attn.o_proj.bias", &b.o.bias, {H});
+    if (c.qk_norm) {
+      add(p + "self_attn.q_norm.weight", &b.q_norm, {D});
+      add(p + "self_attn.k_norm.weight", &b.k_norm, {D});
+    }
+    add(p + "post_attention_layernorm.weight", &b.post_norm, {H});
+    add(p + "mlp.gate_proj.weight", &b.gate.weight, {I, H});
+    if (c.mlp_bias) add(p + "mlp.gate_proj.bias", &b.gate.bias, {I});
+    add(p + "mlp.up_proj.weight", &b.up.weight, {I, H});
+    if (c.mlp_bias) add(p + "mlp.up_proj.bias", &b.up.bias, {I});
+    add(p + "mlp.down_proj.weight", &b.down.weight, {H, I});
+    if (c.mlp_bias) add(p + "mlp.down_proj.bias", &b.down.bias, {H});
+  }
+  add("model.norm.weight", &L.norm, {H});
+  if (!c.tie_word_embeddings) add("lm_head.weight", &L.lm_head, {c.vocab_size, H});
+  auto [inv_freq, scaling] = rope_frequencies(c);
+  L.inv_freq = inv_freq.to(device);
+  L.attention_scaling = scaling;
+}
+
+transformer::~transformer() = default;
+
+std::shared_ptr<transformer> transformer::load(const std::filesystem::path& dir, torch::Device device,
+                                               torch::ScalarType dtype) {
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat16) {
+    throw model_error(dir.string() + ": dtype " + c10::toString(dtype) +
+                      " is not supported (float32, bfloat16 or float16)");
+  }
+  model_config config = model_config::read(dir);
+  safetensors_checkpoint checkpoint(dir);
+  std::shared_ptr<transformer> model(new transformer(std::move(config), device, dtype));
+  layers& L = *model->layers_;
+  std::set<std::string> expected;
+  for (const auto& s : L.slots) {
+    expected.insert(s.name);
+    if (!checkpoint.contains(s.name)) {
+      throw model_error(dir.string() + ": missing tensor '" + s.name +
+                        "' (the weights do not match config.json)");
+    }
+    const safetensors_entry& e = checkpoint.entry(s.name);
+    if (e.shape != s.shape) {
+      throw model_error(checkpoint.file_of(s.name).string() + ": tensor '" + s.name + "' has shape " +
+                        shape_string(e.shape) + ", config.json implies " + shape_string(s.shape));
+    }
+  }
+  for (const auto& name : checkpoint.names()) {
+    if (expected.count(name)) continue;
+    // Tied checkpoints may still carry the head; old ones carry rotary buffers.
+    if (name == "lm_head.weight" && model->config_.tie_word_embeddings) continue;
+    if (name.size() >= 19 && name.compare(name.size() - 19, 19, "rotary_emb.inv_freq") == 0) continue;
+    throw model_error(checkpoint.file_of(name).string() + ": unexpected tensor '" + name +
+                      "' (config.json describes no such weight)");
+  }
+  for (const auto& s : L.slots) {
+    *s.tensor = checkpoint.load(s.name, device, dtype).set_requires_grad(true);
+  }
+  if (model->config_.tie_word_embeddings) L.lm_head = L.embed;
+  return model;
+}
+
+kv_cache transformer::new_cache() const { return kv_cache{}; }
+
+torch::Tensor transformer::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  const model_config& c = config_;
+  const layers& L = *layers_;
+  if (input_ids.dim() != 2) throw model_error("transformer::forward: input_ids must be [batch, tokens]");
+  const int64_t B = input_ids.size(0), T = input_ids.size(1);
+  torch::Tensor ids = input_ids.to(device_, torch::kInt64);
+  if (ids.numel() > 0 && (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= c.vocab_size)) {
+    throw model_error("transformer::forward: a token id outside [0, " + std::to_string(c.vocab_size) + ")");
+  }
+  torch::Tensor mask;  // [B, 1, T, T] bool, or undefined: causal only
+  if (attention_mask.defined()) {
+    if (attention_mask.sizes() != input_ids.sizes()) {
+      throw model_error("transformer::forward: attention_mask must have input_ids' shape");
+    }
+    auto bool_opts = torch::TensorOptions().dtype(torch::kBool).device(device_);
+    torch::Tensor keys = attention_mask.to(device_).to(torch::kBool).view({B, 1, 1, T});
+    torch::Tensor causal = torch::ones({T, T}, bool_opts).tril();
+    // A padding query also sees itself, so that no row is empty (NaN otherwise).
+    mask = causal.logical_and(keys).logical_or(torch::eye(T, bool_opts));
+  }
+  torch::Tensor positions = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device_))
+                                .unsqueeze(0)
+                                .expand({B, T});
+  torch::Tensor freqs = positions.to(torch::kFloat32).unsqueeze(-1) * L.inv_freq;
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+  torch::Tensor cos = (emb.cos() * L.attention_scaling).to(dtype_);
+  torch::Tensor sin = (emb.sin() * L.attention_scaling).to(dtype_);
+
+  const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads, D = c.head_dim;
+  torch::Tensor x = torch::embedding(L.embed, ids);
+  for (const auto& b : L.blocks) {
+    torch::Tensor h = rms_norm(x, b.input_norm, c.rms_norm_eps);
+    torch::Tensor q = b.q(h).view({B, T, heads, D});
+    torch::Tensor k = b.k(h).view({B, T, kv, D});
+    torch::Tensor v = b.v(h).view({B, T, kv, D}).transpose(1, 2);
+    if (c.qk_norm) {
+      q = rms_norm(q, b.q_norm, c.rms_norm_eps);
+      k = rms_norm(k, b.k_norm, c.rms_norm_eps);
+    }
+    q = apply_rope(q.transpose(1, 2), cos, sin);
+    k = apply_rope(k.transpose(1, 2), cos, sin);
+    torch::Tensor a = at::scaled_dot_product_attention(
+        q, k, v, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0,
+        /*is_causal=*/!mask.defined(), std::nullopt, /*enable_gqa=*/heads != kv);
+    x = x + b.o(a.transpose(1, 2).reshape({B, T, heads * D}));
+    h = rms_norm(x, b.post_norm, c.rms_norm_eps);
+    x = x + b.down(torch::silu(b.gate(h)) * b.up(h));
+  }
+  x = rms_norm(x, L.norm, c.rms_norm_eps);
+  return torch::linear(x, L.lm_head).to(torch::kFloat32);
+}
+
+torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
+                                const std::vector<kv_cache*>& caches) {
+  torch::NoGradGuard no_grad;
+  const model_config& c = config_;
+  const layers& L = *layers_;
+  const int64_t B = int64_t(tokens.size());
+  if (B == 0 || caches.size() != tokens.size()) {
+    throw model_error("transformer::step: one cache per sequence, at least one sequence");
+  }
+  const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads, D = c.head_dim;
+  const int64_t layer_count = c.num_hidden_layers;
+  std::set<const kv_cache*> distinct;
+  int64_t N = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    kv_cache* cache = caches[size_t(b)];
+    if (!cache || !distinct.insert(cache).second) {
+      throw model_error("transformer::step: a null cache, or one cache for two sequences");
+    }
+    if (tokens[size_t(b)].empty()) throw model_error("transformer::step: a sequence without new tokens");
+    for (int64_t id : tokens[size_t(b)]) {
+      if (id < 0 || id >= c.vocab_size) {
+        throw model_error("transformer::step: token id " + std::to_string(id) + " outside [0, " +
+                          std::to_string(c.vocab_size) + ")");
+      }
+    }
+    if (!cache->keys_.empty() &&
+        (int64_t(cache->keys_.size()) != layer_count || cache->keys_[0].device() != device_ ||
+         cache->keys_[0].scalar_type() != dtype_ || cache->keys_[0].size(0) != kv ||
+         cache->keys_[0].size(2) != D)) {
+      throw model_error("transformer::step: a kv_cache made by another model");
+    }
+    N = std::max(N, int64_t(tokens[size_t(b)].size()));
+  }
+
+  // Capacity: doubled when it runs out, so that appending costs amortised O(1) copies.
+  auto cache_opts = torch::TensorOptions().dtype(dtype_).device(device_);
+  for (int64_t b = 0; b < B; ++b) {
+    kv_cache* cache = caches[size_t(b)];
+    const int64_t need = cache->length_ + int64_t(tokens[size_t(b)].size());
+    int64_t capacity = cache->keys_.empty() ? 0 : cache->keys_[0].size(1);
+    if (need <= capacity) continue;
+    int64_t grown = std::max<int64_t>({need, capacity * 2, 16});
+    if (cache->keys_.empty()) {
+      cache->keys_.resize(size_t(layer_count));
+      cache->values_.resize(size_t(layer_count));
+    }
+    for (int64_t l = 0; l < layer_count; ++l) {
+      for (auto* store : {&cache->keys_[size_t(l)], &cache->values_[size_t(l)]}) {
+        torch::Tensor bigger = torch::empty({kv, grown, D}, cache_opts);
+        if (store->defined() && cache->length_ > 0) {
+          bigger.slice(1, 0, cache->length_).copy_(store->slice(1, 0, cache->length_));
+        }
+        *store = bigger;
+      }
+    }
+  }
+
+  // Every sequence's new tokens, right-padded to N: projections and MLP run batched; attention
+  // runs per sequence against its own cache, so caches of different lengths are never copied
+  // into one padded tensor.
+  std::vector<int64_t> ids(static_cast<size_t>(B * N), 0), positions(static_cast<size_t>(B * N), 0);
+  std::vector<int64_t> cached(static_cast<size_t>(B)), fresh(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    cached[size_t(b)] = caches[size_t(b)]->length_;
+    fresh[size_t(b)] = int64_t(tokens[size_t(b)].size());
+    for (int64_t i = 0; i < N; ++i) {
+      if (i < fresh[size_t(b)]) ids[size_t(b * N + i)] = tokens[size_t(b)][size_t(i)];
+      positions[size_t(b * N + i)] = cached[size_t(b)] + i;
+    }
+  }
+  auto long_cpu = torch::TensorOptions().dtype(torch::kInt64);
+  torch::Tensor id_tensor = torch::from_blob(ids.data(), {B, N}, long_cpu).to(device_);
+  torch::Tensor pos_tensor = torch::from_blob(positions.data(), {B, N}, long_cpu).to(device_);
+  torch::Tensor freqs = pos_tensor.to(torch::kFloat32).unsqueeze(-1) * L.inv_freq;
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+  torch::Tensor cos = (emb.cos() * L.attention_scaling).to(dtype_);
+  torch::Tensor sin = (emb.sin() * L.attention_scaling).to(dtype_);
+
+  // Per sequence: its attention mask over cache + new tokens (undefined where plain causal or a
+  // single query does).
+  std::vector<torch::Tensor> masks(static_cast<size_t>(B));
+  std::vector<bool> causal(size_t(B), false);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = fresh[size_t(b)], past = cached[size_t(b)];
+    if (n == 1) continue;
+    if (past == 0) {
+      causal[size_t(b)] = true;
+      continue;
+    }
+    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(device_);
+    masks[size_t(b)] = torch::arange(past + n, opts).unsqueeze(0) <= (torch::arange(n, opts) + past).unsqueeze(1);
+  }
+
+  torch::Tensor x = torch::embedding(L.embed, id_tensor);
+  for (int64_t l = 0; l < layer_count; ++l) {
+    const auto& blk = L.blocks[size_t(l)];
+    torch::Tensor h = rms_norm(x, blk.input_norm, c.rms_norm_eps);
+    torch::Tensor q = blk.q(h).view({B, N, heads, D});
+    torch::Tensor k = blk.k(h).view({B, N, kv, D});
+    torch::Tensor v = blk.v(h).view({B, N, kv, D}).transpose(1, 2);
+    if (c.qk_norm) {
+      q = rms_norm(q, blk.q_norm, c.rms_norm_eps);
+      k = rms_norm(k, blk.k_norm, c.rms_norm_eps);
+    }
+    q = apply_rope(q.transpose(1, 2), cos, sin);
+    k = apply_rope(k.transpose(1, 2), cos, sin);
+    torch::Tensor out = torch::zeros({B, heads, N, D}, cache_opts);
+    for (int64_t b = 0; b < B; ++b) {
+      kv_cache& cache = *caches[size_t(b)];
+      const int64_t n = fresh[size_t(b)], past = cached[size_t(b)];
+      torch::Tensor& keys = cache.keys_[size_t(l)];
+      torch::Tensor& values = cache.values_[size_t(l)];
+      keys.slice(1, past, past + n).copy_(k[b].slice(1, 0, n));
+      values.slice(1, past, past + n).copy_(v[b].slice(1, 0, n));
+      torch::Tensor qb = q.slice(0, b, b + 1).slice(2, 0, n);
+      torch::Tensor kb = keys.slice(1, 0, past + n).unsqueeze(0);
+      torch::Tensor vb = values.slice(1, 0, past + n).unsqueeze(0);
+      const torch::Tensor& mask = masks[size_t(b)];
+      torch::Tensor a = at::scaled_dot_product_attention(
+          qb, kb, vb, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0,
+          causal[size_t(b)], std::nullopt, /*enable_gqa=*/heads != kv);
+      out.slice(0, b, b + 1).slice(2, 0, n).copy_(a);
+    }
+    x = x + blk.o(out.transpose(1, 2).reshape({B, N, heads * D}));
+    h = rms_norm(x, blk.post_norm, c.rms_norm_eps);
+    x = x + blk.down(torch::silu(blk.gate(h)) * blk.up(h));
+  }
+  std::vector<int64_t> last(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) last[size_t(b)] = b * N + fresh[size_t(b)] - 1;
+  torch::Tensor last_index = torch::from_blob(last.data(), {B}, long_cpu).to(device_);
+  torch::Tensor final_hidden = x.reshape({B * N, c.hidden_size}).index_select(0, last_index);
+  final_hidden = rms_norm(final_hidden, L.norm, c.rms_norm_eps);
+  torch::Tensor logits = torch::linear(final_hidden, L.lm_head).to(torch::kFloat32);
+  for (int64_t b = 0; b < B; ++b) caches[size_t(b)]->length_ += fresh[size_t(b)];
+  return logits;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> transformer::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  out.reserve(layers_->slots.size());
+  for (const auto& s : layers_->slots) out.emplace_back(s.name, *s.tensor);
+  return out;
+}
+
+void transformer::load_weights(const std::vector<std::pair<std::string, torch::Tensor>>& weights,
+                               int64_t version) {
+  // Everything is checked before anything is copied, so a bad update leaves the weights whole.
+  std::set<std::string> seen;
+  for (const auto& [name, tensor] : weights) {
+    const layers::slot* s = layers_->find(name);
+    if (!s) throw model_error("transformer::load_weights: unknown weight '" + name + "'");
+    if (!seen.insert(name).second) throw model_error("transformer::load_weights: '" + name + "' given twice");
+    if (tensor.sizes().vec() != s->shape) {
+      throw model_error("transformer::load_weights: '" + name + "' has shape " + shape_string(tensor.sizes()) +
+                        ", expected " + shape_string(s->shape));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, tensor] : weights) layers_->find(name)->tensor->copy_(tensor);
+  version_ = version;
+}
+
+void transformer::save_pretrained(const std::filesystem::path& dir, int64_t shard_bytes) const {
+  std::filesystem::create_directories(dir);
+  nlohmann::json json = config_.to_json();
+  json["dtype"] = dtype_name(dtype_);
+  {
+    std::ofstream out(dir / "config.json", std::ios::trunc);
+    out << json.dump(2) << "\n";
+    if (!out) throw model_error((dir / "config.json").string() + ": cannot be written");
+  }
+  write_safetensors_checkpoint(dir, named_parameters(), shard_bytes);
+}
+
+}  // namespace cuda_agent::model
