@@ -213,9 +213,20 @@ struct generation_engine::impl {
       }
       for (auto& u : new_updates) apply_update(u);
       for (auto& id : new_releases) apply_release(id);
-      admit();
-      prefill();
-      decode();
+      try {
+        admit();
+        prefill();
+        decode();
+      } catch (const std::exception& e) {
+        // Not a step() failure (those fail their rows): sampling or bookkeeping failed, for
+        // instance out of device memory. The batch fails rather than the process.
+        for (auto& r : batch) {
+          if (r->done) continue;
+          r->entry->cache = model->new_cache();
+          r->entry->tokens.clear();
+          fail(*r, std::string("generation_engine: ") + e.what());
+        }
+      }
       finish_answered();
       publish_cache_bytes();
       deliver();
@@ -494,7 +505,7 @@ struct generation_engine::impl {
       auto target = u_t * cdf.select(1, vocab - 1).unsqueeze(1);
       auto pick = (cdf <= target).sum(-1, /*keepdim=*/true);
       auto last_kept = (probs > 0).sum(-1, /*keepdim=*/true) - 1;
-      pick = torch::minimum(pick, last_kept);
+      pick = torch::minimum(pick, last_kept).clamp_min(0);  // NaN logits: no kept token
       auto sampled = order.gather(1, pick).squeeze(1);
       chosen = torch::where(random_t, sampled, chosen);
     }
