@@ -192,6 +192,11 @@ std::shared_ptr<transformer> transformer::load(const std::filesystem::path& dir,
     throw model_error(dir.string() + ": dtype " + c10::toString(dtype) +
                       " is not supported (float32, bfloat16 or float16)");
   }
+  if (device.is_cuda() && (!torch::cuda::is_available() || device.index() >= int(torch::cuda::device_count()))) {
+    throw model_error(dir.string() + ": device " + device.str() + " requested, but " +
+                      std::to_string(torch::cuda::device_count()) +
+                      " CUDA devices are visible (a CPU-only LibTorch, or no GPU on this host)");
+  }
   model_config config = model_config::read(dir);
   safetensors_checkpoint checkpoint(dir);
   std::shared_ptr<transformer> model(new transformer(std::move(config), device, dtype));

@@ -56,12 +56,14 @@ class transformer {
 
   // Logits [B, T, vocab] (float32) for a right-padded batch; attention_mask [B, T] is 1 on real
   // tokens (undefined: every token is real). No cache; differentiable, for training and parity.
+  // The weights require grad, as an nn.Module's do: wrap inference in torch::NoGradGuard.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
 
   // Inference: appends tokens[b] (at least one) to *caches[b] and returns the float32 logits of
   // each sequence's last new token, [B, vocab]. Sequences may be of different lengths, cached
-  // and new: a prefill of one and the decode step of others run in one call. Runs under
-  // NoGradGuard.
+  // and new: a prefill of one and the decode step of others run in one call (projections and
+  // the MLP run batched over the new tokens right-padded to the longest; attention runs per
+  // sequence on its own cache, which grows by doubling). Runs under NoGradGuard.
   torch::Tensor step(const std::vector<std::vector<int64_t>>& tokens,
                      const std::vector<kv_cache*>& caches);
 

@@ -25,6 +25,11 @@ PROBE = BUILD / "transformer_probe"
 TOLERANCE = 1e-4
 GENERATED = 256
 
+# One thread each: on a small shared machine, two OpenMP threads per tiny matmul spend most of
+# their time waiting for each other.
+torch.set_num_threads(1)
+PROBE_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
 pytestmark = pytest.mark.skipif(not PROBE.exists(), reason=f"{PROBE} not built (set CUDA_AGENT_BUILD_DIR)")
 
 COMMON = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -92,7 +97,8 @@ def hf_model(path):
 
 
 def probe(*args, check=True):
-    result = subprocess.run([str(PROBE), *map(str, args)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([str(PROBE), *map(str, args)], capture_output=True, text=True, timeout=300,
+                            env=PROBE_ENV)
     if check:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
@@ -369,3 +375,27 @@ def test_corrupt_headers(checkpoints, tmp_path):
     expect_error(path, "'a'", "truncated")
     file.write_bytes(b"\x01\x02")
     expect_error(path, "truncated")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_logits_near_transformers(dtype, checkpoints, tmp_path):
+    """Computed in that dtype as transformers does (norms in float32), so close to its logits,
+    not bit-equal: the bound is loose, a wrong cast or a skipped norm is far above it."""
+    ids = token_rows(7, [16])
+    name = str(dtype).removeprefix("torch.")
+    got = torch.tensor(probe("logits", checkpoints["qwen3"], write_json(tmp_path, "h.json", {"input_ids": ids}),
+                             name)["logits"])
+    model = AutoModelForCausalLM.from_pretrained(checkpoints["qwen3"], dtype=dtype).eval()
+    with torch.no_grad():
+        want = model(torch.tensor(ids)).logits.double()
+    diff = (got - want).abs().max().item()
+    print(f"qwen3 {name}: max |logit diff| = {diff:.3g} (logits up to {want.abs().max().item():.3g})")
+    assert diff < 0.05 * want.abs().max().item()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU host: CUDA loads")
+def test_cuda_without_a_gpu_is_a_one_line_error(checkpoints):
+    result = probe("check", checkpoints["qwen2"], "float32", "cuda", check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+    assert "cuda" in result.stderr
