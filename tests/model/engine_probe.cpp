@@ -5,6 +5,7 @@
 // The script: {"model": DIR, "dtype": "float32", "options": {"max_batch", "cache_budget_bytes"},
 // "ops": [...]}, each op one of
 //   {"op": "submit", "name", "sequence_id", "prompt": [ids], "sampling": {...}}
+//   {"op": "submit_parallel", "requests": [submit ops]}  each from a thread of its own, at once
 //   {"op": "wait", "names": [...]}          the named results (or their errors) are recorded
 //   {"op": "wait_all"}                      every result not waited for yet
 //   {"op": "stats", "name"}                 engine_stats at this point
@@ -21,6 +22,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -101,12 +104,24 @@ int main(int argc, char** argv) {
     const auto& op = ops[i];
     const auto kind = op.at("op").get<std::string>();
     try {
-      if (kind == "submit") {
+      auto request_of = [](const json& j) {
         model::generation_request r;
-        r.sequence_id = op.value("sequence_id", std::string{});
-        r.prompt = op.at("prompt").get<std::vector<int64_t>>();
-        r.sampling = sampling_from(op.value("sampling", json::object()));
-        futures[op.at("name").get<std::string>()] = engine->submit(std::move(r));
+        r.sequence_id = j.value("sequence_id", std::string{});
+        r.prompt = j.at("prompt").get<std::vector<int64_t>>();
+        r.sampling = sampling_from(j.value("sampling", json::object()));
+        return r;
+      };
+      if (kind == "submit") {
+        futures[op.at("name").get<std::string>()] = engine->submit(request_of(op));
+      } else if (kind == "submit_parallel") {
+        const auto& requests = op.at("requests");
+        std::vector<std::future<model::generation_result>> submitted(requests.size());
+        std::vector<std::thread> threads;
+        for (size_t k = 0; k < requests.size(); ++k)
+          threads.emplace_back([&, k] { submitted[k] = engine->submit(request_of(requests[k])); });
+        for (auto& t : threads) t.join();
+        for (size_t k = 0; k < requests.size(); ++k)
+          futures[requests[k].at("name").get<std::string>()] = std::move(submitted[k]);
       } else if (kind == "wait") {
         for (const auto& name : op.at("names")) collect(name.get<std::string>());
       } else if (kind == "wait_all") {

@@ -138,10 +138,13 @@ def test_batched_requests_equal_alone(models, tmp_path):
         alone_ops += [submit(name, prompt, **sampling), {"op": "wait", "names": [name]}]
     alone = run_probe(tmp_path, model_dir, alone_ops)["results"]
 
-    # Five at once; when the shortest is done, the other three join the four still running.
+    # Five at once; when the shortest is done, the other three join the four still running,
+    # each submitted from a thread of its own.
     ops = [submit(name, prompt, sequence_id=name, **s) for name, prompt, s in reqs[:5]]
     ops.append({"op": "wait", "names": ["r0"]})
-    ops += [submit(name, prompt, sequence_id=name, **s) for name, prompt, s in reqs[5:]]
+    ops.append({"op": "submit_parallel",
+                "requests": [submit(name, prompt, sequence_id=name, **s)
+                             for name, prompt, s in reqs[5:]]})
     ops += [{"op": "wait_all"}, {"op": "stats", "name": "end"}]
     batched = run_probe(tmp_path, model_dir, ops, {"max_batch": 8})
 
@@ -154,6 +157,7 @@ def test_batched_requests_equal_alone(models, tmp_path):
             tokens, logprobs = hf_greedy(hf, prompt, sampling["max_tokens"])
             assert a["token_ids"] == tokens, name
             assert close(a["logprobs"], logprobs, 1e-4), name
+    assert batched["errors"] == {}
     stats = batched["stats"]["end"]
     assert stats["largest_batch"] > 1
     assert stats["largest_batch"] <= 8
