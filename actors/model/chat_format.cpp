@@ -404,7 +404,16 @@ void render_qwen3(writer& w, const std::vector<chat_message>& messages,
         if (j > 0 || !content.empty()) body += "\n";
         body += qwen_call(m.tool_calls[j], arguments_qwen3(arguments_of(m.tool_calls[j])));
       }
-      put_assistant(w, index, qwen_assistant_header, body, "<|im_end|>", "\n");
+      // Without thinking the empty think block is the generation prompt's, not the model's.
+      constexpr std::string_view empty_think = "<think>\n\n</think>\n\n";
+      if (!enable_thinking && starts_with(body, empty_think)) {
+        w.put(qwen_assistant_header, index);
+        w.put(empty_think, index);
+        body.erase(0, empty_think.size());
+        put_assistant(w, index, "", body, "<|im_end|>", "\n");
+      } else {
+        put_assistant(w, index, qwen_assistant_header, body, "<|im_end|>", "\n");
+      }
     } else if (m.role == "tool") {
       put_qwen_tool(w, messages, i);
     }
@@ -553,7 +562,12 @@ void parse_qwen(const std::string& text, const chat_tools& tools,
   size_t at = text.find(open);
   out.content = text.substr(0, at);
   if (at == std::string::npos) return;
-  if (ends_with(out.content, "\n")) out.content.pop_back();
+  // The templates put a newline between the content and the first call only where the content
+  // (after a think block) is not empty.
+  const size_t think_end = out.content.rfind("</think>");
+  const std::string visible =
+      think_end == std::string::npos ? out.content : lstrip_newlines(out.content.substr(think_end + 8));
+  if (!visible.empty() && ends_with(out.content, "\n")) out.content.pop_back();
   while (at != std::string::npos) {
     const size_t inner = at + open.size();
     const size_t end = text.find(close, inner);

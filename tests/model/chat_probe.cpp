@@ -5,6 +5,7 @@
 //    "parses": [{"text": "...", "offered": [...], "call_id_prefix": "..."}]}
 // -> {"renders": [{"text": "...", "spans": [[begin, end, message, generated]...]} or {"error"}],
 //     "parses": [{"content", "stopped", "tool_calls": [chat_message's tool_call...]}]}
+// or {"detect": "<checkpoint dir>"} -> {"detected": "qwen3", "date_string": ...} or {"error": ...}
 #include <iostream>
 #include <iterator>
 
@@ -34,17 +35,29 @@ int main() {
   try {
     const std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
     const auto request = json::parse(input);
+    if (request.contains("detect")) {
+      try {
+        const auto format = model::chat_format::detect(request["detect"].get<std::string>());
+        std::cout << json{{"detected", format.name()}, {"date_string", format.date_string}}.dump() << "\n";
+      } catch (const model::model_error& e) {
+        std::cout << json{{"error", e.what()}}.dump() << "\n";
+      }
+      return 0;
+    }
     auto format = model::chat_format::named(request.at("format").get<std::string>());
     if (request.contains("date_string")) format.date_string = request["date_string"].get<std::string>();
     if (request.contains("enable_thinking")) format.enable_thinking = request["enable_thinking"].get<bool>();
     const auto tools = model::chat_tools::load(request.at("tools_dir").get<std::string>());
+    const model::chat_tools no_tools;
 
     json answer = {{"renders", json::array()}, {"parses", json::array()}};
     for (const auto& r : request.value("renders", json::array())) {
       std::vector<cuda_agent::chat_message> messages;
       for (const auto& m : r.at("messages")) messages.push_back(message_of(m));
+      // An empty list offers every tool; the test means none, so it gets no tools at all.
+      const auto offered = r.value("offered", std::vector<std::string>{});
       try {
-        const auto rendered = model::render(format, messages, tools, r.value("offered", std::vector<std::string>{}),
+        const auto rendered = model::render(format, messages, offered.empty() ? no_tools : tools, offered,
                                             r.value("add_generation_prompt", true));
         json spans = json::array();
         for (const auto& s : rendered.spans) spans.push_back({s.begin, s.end, s.message, s.generated});
