@@ -36,8 +36,10 @@
 // render(m + [assistant] + results, gen=true), in all three families, with these exceptions
 // (tested in chat_format_test.cpp):
 //   - qwen3: an assistant turn rendered as the last message gets an empty <think>\n\n</think>\n\n
-//     block that it loses as soon as anything follows it unless it holds reasoning; and when a new
-//     user message follows, every earlier assistant turn loses its <think> block.
+//     block that it loses as soon as anything follows it unless it holds reasoning (so the empty
+//     think block a model wrote is gone from later prompts); when a new user message follows,
+//     every earlier assistant turn loses its <think> block; and with enable_thinking = false the
+//     generation prompt's empty think block contradicts a turn that holds reasoning.
 //   - qwen2/qwen3: a tool result closes its user turn only when no tool result follows, so a
 //     render that ends in a tool result is not a prefix of one with a further result appended.
 //   - every family re-renders the model's text in its canonical form (llama3 trims content; JSON
