@@ -29,20 +29,9 @@
 
 #include "actors/policy/context_policy.hpp"
 #include "actors/policy/policy_backend.hpp"
+#include "actors/policy/tool_schemas.hpp"
 
 namespace cuda_agent::policy {
-
-// The tools' JSON schemas in OpenAI function format, by tool name.
-using tool_schemas = std::map<std::string, nlohmann::json>;
-
-// Reads every <Tool>.json in `dir`; throws config_error naming the file on a bad one and when
-// the directory holds none.
-tool_schemas load_tool_schemas(const std::filesystem::path& dir);
-
-// Checks one call's arguments against the tools offered; returns why it is malformed, or an
-// empty string. `arguments` is the text the model wrote.
-std::string check_tool_call(const tool_schemas& schemas, const std::vector<std::string>& offered,
-                            const std::string& tool, const std::string& arguments);
 
 // The JSON body of a chat-completions request for the (already context-fitted) messages.
 nlohmann::json chat_completion_body(const policy_settings& settings, const tool_schemas& schemas,
