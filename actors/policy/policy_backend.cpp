@@ -3,6 +3,9 @@
 #include "actors/policy/demo_backend.hpp"
 #include "actors/policy/openai_backend.hpp"
 #include "actors/policy/replay_backend.hpp"
+#ifdef CUDA_AGENT_HAVE_TORCH
+#include "actors/policy/torch_backend.hpp"
+#endif
 
 namespace cuda_agent::policy {
 
@@ -26,6 +29,14 @@ policy_settings policy_settings::from(const settings& config) {
   s.replay_log = config.get_string("policy.replay_log");
   s.replay_episode = config.get_string("policy.replay_episode");
   s.demo_dir = config.get_string("policy.demo_dir");
+  s.model_dir = config.get_string("policy.model_dir");
+  s.device = config.get_string("policy.device");
+  s.dtype = config.get_string("policy.dtype");
+  s.chat_format = config.get_string("policy.chat_format");
+  s.top_k = config.get_int("policy.top_k");
+  s.seed = config.get_int("policy.seed");
+  s.max_batch = config.get_int("policy.max_batch");
+  s.cache_budget_mb = config.get_int("policy.cache_budget_mb");
   if (s.temperature < 0 || s.temperature > 2)
     throw config_error{"setting 'policy.temperature' must be between 0 and 2"};
   if (s.top_p <= 0 || s.top_p > 1)
@@ -40,7 +51,15 @@ std::shared_ptr<policy_backend> make_policy_backend(const policy_settings& setti
   if (settings.backend == "replay")
     return std::make_shared<replay_backend>(settings.replay_log, settings.replay_episode);
   if (settings.backend == "demo") return std::make_shared<demo_backend>(settings.demo_dir);
-  throw config_error{"setting 'policy.backend' must be one of openai, replay, demo, got '" +
+  if (settings.backend == "torch") {
+#ifdef CUDA_AGENT_HAVE_TORCH
+    return std::make_shared<torch_backend>(settings);
+#else
+    throw config_error{"policy.backend = \"torch\" needs a cuda-agent built with LibTorch; run "
+                       "tools/setup.sh, or configure with -DCUDA_AGENT_WITH_TORCH=ON"};
+#endif
+  }
+  throw config_error{"setting 'policy.backend' must be one of openai, torch, replay, demo, got '" +
                      settings.backend + "'"};
 }
 

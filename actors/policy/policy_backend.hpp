@@ -26,7 +26,7 @@ struct policy_error : std::runtime_error {
 
 // The [policy] settings (config/README.md documents each key).
 struct policy_settings {
-  std::string backend = "openai";  // openai | replay | demo
+  std::string backend = "openai";  // openai | torch | replay | demo
 
   // openai
   std::string base_url = "http://127.0.0.1:8000/v1";
@@ -41,6 +41,16 @@ struct policy_settings {
   int64_t context_tokens = 131072;
   bool token_ids = true;
   std::filesystem::path tools_dir = "skills/tools";
+
+  // torch (also uses temperature, top_p, max_tokens, context_tokens, tools_dir)
+  std::filesystem::path model_dir;
+  std::string device = "cpu";
+  std::string dtype = "auto";
+  std::string chat_format = "auto";
+  int64_t top_k = 0;
+  int64_t seed = 0;
+  int64_t max_batch = 32;
+  int64_t cache_budget_mb = 8192;
 
   // the policy actor's credit
   int32_t max_concurrency = 64;
@@ -64,7 +74,7 @@ class policy_backend {
   // from several threads at once. Throws policy_error when no turn can be produced.
   virtual policy_response complete(const policy_request& request) = 0;
 
-  // "openai", "replay", "demo": what episodes record as their policy.
+  // "openai", "torch", "replay", "demo": what episodes record as their policy.
   virtual std::string name() const = 0;
 };
 

@@ -262,9 +262,9 @@ void add_rollout_command(CLI::App& app, invocation& inv) {
   auto o = std::make_shared<rollout_options>();
   cmd->add_option("--corpus", o->corpus, "Corpus set: a directory with index.json, or a set name "
                                          "under corpus/tasks (default: bench on cuda, smoke on cpu)");
-  cmd->add_option("--policy", o->policy, "Policy backend: openai, replay or demo (default: "
+  cmd->add_option("--policy", o->policy, "Policy backend: openai, torch, replay or demo (default: "
                                          "setting policy.backend)")
-      ->check(CLI::IsMember({"openai", "replay", "demo"}));
+      ->check(CLI::IsMember({"openai", "torch", "replay", "demo"}));
   cmd->add_option("--device", o->device, "Where candidates run: cpu, cuda, or auto (cuda where a "
                                          "GPU is visible; the default)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
