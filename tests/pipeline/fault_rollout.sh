@@ -108,10 +108,11 @@ PY
 watcher=$!
 
 # Turn budget 8: the runaway episode (2 writes, 8 reads, then build) hits it; the others need at
-# most 6 turns. The hang is cut at 15 s by the harness.
+# most 6 turns. The hang is cut at 30 s by the harness: an honest candidate started beside three
+# busy episodes on 2 cores has been seen to need more than 15 s to finish verify.
 "$bin" --set rollout.runs_dir="$scratch/runs" --set policy.demo_dir="$demo_dir" \
   --set policy.tools_dir="$source_dir/skills/tools" --set harness.timed_runs=5 --set harness.warmup_runs=2 \
-  --set harness.candidate_timeout_s=15 --set episode.max_turns=8 \
+  --set harness.candidate_timeout_s=30 --set episode.max_turns=8 \
   rollout --corpus "$set_dir" --policy demo --concurrency 3 --log "$scratch/log" --run-id ft \
   >"$scratch/out" 2>"$scratch/err" || { cat "$scratch/out"; tail -30 "$scratch/err"; exit 1; }
 cat "$scratch/out"
