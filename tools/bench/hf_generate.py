@@ -37,6 +37,7 @@ def main():
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
     device = torch.device(args.device)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).to(device).eval()
     vocab = model.config.vocab_size

@@ -16,11 +16,13 @@
 //
 // --shape writes a random checkpoint of a named shape (config.json by model_config::to_json,
 // weights by write_safetensors_checkpoint) into a temporary directory, removed at the end.
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
+//
+// This file is a library of its own (tools/CMakeLists.txt) and formats with printf, not fmt:
+// LibTorch's include directory carries a different fmt that must not reach the other commands.
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +51,22 @@ namespace {
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
+
+std::string format(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* pattern, ...) {
+  va_list args;
+  va_start(args, pattern);
+  char buffer[1024];
+  std::vsnprintf(buffer, sizeof buffer, pattern, args);
+  va_end(args);
+  return buffer;
+}
+
+std::string join(const std::vector<int64_t>& xs) {
+  std::string out;
+  for (const int64_t x : xs) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
 
 struct bench_generate_options {
   std::string device = "cpu";
@@ -233,7 +251,6 @@ nlohmann::json run_transformers(const settings& config, const fs::path& model_di
                                 const std::string& dtype, const std::vector<int64_t>& batches,
                                 const std::vector<int64_t>& contexts, int threads) {
   const fs::path script = fs::path{CUDA_AGENT_SOURCE_DIR} / "tools" / "bench" / "hf_generate.py";
-  auto join = [](const std::vector<int64_t>& xs) { return fmt::format("{}", fmt::join(xs, ",")); };
   const std::vector<std::string> argv{python_of(config), script.string(), "--model", fs::absolute(model_dir).string(),
                                       "--device", opt.device, "--dtype", dtype, "--batches", join(batches),
                                       "--contexts", join(contexts), "--decode-tokens",
@@ -266,7 +283,7 @@ nlohmann::json run_transformers(const settings& config, const fs::path& model_di
 
 std::string fmt_spread(const std::optional<spread>& s) {
   if (!s) return "-";
-  return fmt::format("{:.0f} [{:.0f}-{:.0f}]", s->median, s->min, s->max);
+  return format("%.0f [%.0f-%.0f]", s->median, s->min, s->max);
 }
 
 int run_bench_generate(bench_generate_options opt, const settings& config) {
@@ -317,7 +334,7 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   } else {
     config_of_model = named_shape(opt.shape);
     config_of_model.torch_dtype = dtype == torch::kBFloat16 ? "bfloat16" : dtype == torch::kFloat16 ? "float16" : "float32";
-    temp.path = fs::temp_directory_path() / fmt::format("cuda-agent-bench-generate-{}", ::getpid());
+    temp.path = fs::temp_directory_path() / ("cuda-agent-bench-generate-" + std::to_string(::getpid()));
     model_dir = temp.path;
     model_source = "random weights of shape " + opt.shape +
                    " (N(0, 0.02), written in C++ with write_safetensors_checkpoint to a temp dir)";
@@ -325,9 +342,9 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   const int64_t largest_context = *std::max_element(contexts.begin(), contexts.end());
   const int64_t max_pos = config_of_model.max_position_embeddings;
   if (largest_context + opt.decode_tokens > max_pos)
-    throw usage_error{fmt::format("--contexts: {} plus {} decode tokens exceeds the model's max_position_embeddings "
-                                  "{} (give smaller contexts)",
-                                  largest_context, opt.decode_tokens, max_pos)};
+    throw usage_error{format("--contexts: %lld plus %d decode tokens exceeds the model's max_position_embeddings "
+                             "%lld (give smaller contexts)",
+                             (long long)largest_context, opt.decode_tokens, (long long)max_pos)};
   const int64_t second_turn_length = largest_context + opt.decode_tokens + 100;
   const bool second_turn_fits = second_turn_length <= max_pos;
   if (!temp.path.empty()) write_random_checkpoint(temp.path, config_of_model, dtype);
@@ -379,7 +396,7 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
           cell_times ht{hc.at("prefill_s").get<std::vector<double>>(), hc.at("generate_s").get<std::vector<double>>()};
           out.hf = rates_of(ht, batch, context, opt.decode_tokens);
         }
-        if (!out.hf) throw std::runtime_error{fmt::format("transformers side gave no cell {}x{}", batch, context)};
+        if (!out.hf) throw std::runtime_error{format("transformers side gave no cell %lldx%lld", (long long)batch, (long long)context)};
       }
       cells.push_back(out);
     }
@@ -419,8 +436,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     return j;
   };
   const std::string threads_note =
-      fmt::format("{} (torch::set_num_threads here; torch.set_num_threads and OMP_NUM_THREADS={} in the transformers child)",
-                  threads, threads);
+      format("%d (torch::set_num_threads here; torch.set_num_threads and OMP_NUM_THREADS=%d in the transformers child)",
+             threads, threads);
 
   if (opt.json) {
     nlohmann::json out;
@@ -461,46 +478,49 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   }
 
   std::cout << "model: " << model_source << "\n";
-  std::cout << fmt::format("  {} {} layers, hidden {}, {} kv heads x {}, {:.1f} M parameters ({:.1f} MB in {})\n",
-                           c.architecture, c.num_hidden_layers, c.hidden_size, c.num_key_value_heads, c.head_dim,
-                           double(parameters) / 1e6, double(weight_bytes) / 1e6, dtype_name);
-  std::cout << fmt::format("device {}, threads {}, decode {} tokens, {} repeats per cell (median [min-max])\n",
-                           opt.device, threads_note, opt.decode_tokens, opt.repeats);
-  std::cout << (hf.is_null() ? std::string{"transformers: skipped (--no-hf)\n"}
-                             : fmt::format("transformers {} ({} attention), same checkpoint, dtype and device\n",
-                                           hf.value("transformers", "?"), hf.value("attn_implementation", "?")));
-  std::cout << fmt::format("{:>5} {:>7} {:>22} {:>20} {:>22} {:>20} {:>7} {:>7} {:>9}\n", "batch", "context",
-                           "prefill tok/s", "decode tok/s", "hf prefill tok/s", "hf decode tok/s", "pre x", "dec x",
-                           "roofline");
+  std::cout << format("  %s, %lld layers, hidden %lld, %lld kv heads x %lld, %.1f M parameters (%.1f MB in %s)\n",
+                      c.architecture.c_str(), (long long)c.num_hidden_layers, (long long)c.hidden_size,
+                      (long long)c.num_key_value_heads, (long long)c.head_dim, double(parameters) / 1e6,
+                      double(weight_bytes) / 1e6, dtype_name.c_str());
+  std::cout << "device " << opt.device << ", threads " << threads_note << ", decode " << opt.decode_tokens
+            << " tokens, " << opt.repeats << " repeats per cell (median [min-max])\n";
+  if (hf.is_null())
+    std::cout << "transformers: skipped (--no-hf)\n";
+  else
+    std::cout << "transformers " << hf.value("transformers", "?") << " (" << hf.value("attn_implementation", "?")
+              << " attention), same checkpoint, dtype and device\n";
+  const char* row = "%5s %7s %22s %20s %22s %20s %7s %7s %9s\n";
+  std::cout << format(row, "batch", "context", "prefill tok/s", "decode tok/s", "hf prefill tok/s", "hf decode tok/s",
+                      "pre x", "dec x", "roofline");
   for (const auto& x : cells) {
     std::string pre_x = "-", dec_x = "-", roof = "";
     if (x.hf) {
-      pre_x = fmt::format("{:.2f}", ratio(x.engine.prefill.median, x.hf->prefill.median));
-      dec_x = fmt::format("{:.2f}", ratio(x.engine.decode.median, x.hf->decode.median));
+      pre_x = format("%.2f", ratio(x.engine.prefill.median, x.hf->prefill.median));
+      dec_x = format("%.2f", ratio(x.engine.decode.median, x.hf->decode.median));
     }
     const auto r = roofline(x);
-    if (!r.is_null()) roof = r["fraction"].is_null() ? "n/a" : fmt::format("{:.1f}%", 100 * r["fraction"].get<double>());
-    std::cout << fmt::format("{:>5} {:>7} {:>22} {:>20} {:>22} {:>20} {:>7} {:>7} {:>9}\n", x.batch, x.context,
-                             fmt_spread(x.engine.prefill), fmt_spread(x.engine.decode),
-                             x.hf ? fmt_spread(x.hf->prefill) : "-", x.hf ? fmt_spread(x.hf->decode) : "-", pre_x, dec_x,
-                             roof);
+    if (!r.is_null()) roof = r["fraction"].is_null() ? "n/a" : format("%.1f%%", 100 * r["fraction"].get<double>());
+    std::cout << format(row, std::to_string(x.batch).c_str(), std::to_string(x.context).c_str(),
+                        fmt_spread(x.engine.prefill).c_str(), fmt_spread(x.engine.decode).c_str(),
+                        (x.hf ? fmt_spread(x.hf->prefill) : std::string{"-"}).c_str(),
+                        (x.hf ? fmt_spread(x.hf->decode) : std::string{"-"}).c_str(), pre_x.c_str(), dec_x.c_str(),
+                        roof.c_str());
   }
-  std::cout << fmt::format("roofline: batch-1 decode tok/s over bandwidth / (weights + KV cache at the context); "
-                           "bandwidth {}\n",
-                           bandwidth > 0 ? fmt::format("{:.0f} GB/s{}", bandwidth, opt.bandwidth_gbs > 0 ? "" : " (H200 default)")
-                                         : std::string{"n/a (give --bandwidth-gbs)"});
+  std::cout << "roofline: batch-1 decode tok/s over bandwidth / (weights + KV cache at the context); bandwidth "
+            << (bandwidth > 0 ? format("%.0f GB/s%s", bandwidth, opt.bandwidth_gbs > 0 ? "" : " (H200 default)")
+                              : std::string{"n/a (give --bandwidth-gbs)"})
+            << "\n";
   if (second.is_null()) {
-    std::cout << fmt::format("second turn: skipped ({} tokens exceed max_position_embeddings {})\n",
-                             second_turn_length, max_pos);
+    std::cout << format("second turn: skipped (%lld tokens exceed max_position_embeddings %lld)\n",
+                        (long long)second_turn_length, (long long)max_pos);
   } else {
-    std::cout << fmt::format(
-        "second turn at {} tokens: turn 1 {:.3f} s ({} prompt tokens, {} cached); turn 2 {:.3f} s ({} prompt tokens, "
-        "{} cached, {} prefilled); {} tokens decoded per turn\n",
-        largest_context, second["first_turn_s"].get<double>(), second["first_prompt_tokens"].get<int64_t>(),
-        second["first_cached_tokens"].get<int64_t>(), second["second_turn_s"].get<double>(),
-        second["second_prompt_tokens"].get<int64_t>(), second["second_cached_tokens"].get<int64_t>(),
-        second["second_prompt_tokens"].get<int64_t>() - second["second_cached_tokens"].get<int64_t>(),
-        opt.decode_tokens);
+    const auto n = [&](const char* key) { return (long long)second[key].get<int64_t>(); };
+    std::cout << format("second turn at %lld tokens: turn 1 %.3f s (%lld prompt tokens, %lld cached); turn 2 %.3f s "
+                        "(%lld prompt tokens, %lld cached, %lld prefilled); %d tokens decoded per turn\n",
+                        (long long)largest_context, second["first_turn_s"].get<double>(), n("first_prompt_tokens"),
+                        n("first_cached_tokens"), second["second_turn_s"].get<double>(), n("second_prompt_tokens"),
+                        n("second_cached_tokens"), n("second_prompt_tokens") - n("second_cached_tokens"),
+                        opt.decode_tokens);
   }
   return 0;
 }

@@ -37,8 +37,6 @@ void add_replay_command(CLI::App& app, invocation& inv);    // replay_command.cp
 void add_bench_sandbox_command(CLI::App& bench, invocation& inv);  // bench_sandbox_command.cpp
 void add_bench_actors_command(CLI::App& bench, invocation& inv);   // bench_actors_command.cpp
 void add_bench_harness_command(CLI::App& bench, invocation& inv);  // bench_harness_command.cpp
-#ifdef CUDA_AGENT_HAVE_TORCH
-void add_bench_generate_command(CLI::App& bench, invocation& inv);  // bench_generate_command.cpp
-#endif
+void add_bench_generate_command(CLI::App& bench, invocation& inv);  // bench_generate_command.cpp (LibTorch builds)
 
 }  // namespace cuda_agent::cli
