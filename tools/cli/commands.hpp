@@ -38,7 +38,8 @@ void add_bench_sandbox_command(CLI::App& bench, invocation& inv);  // bench_sand
 void add_bench_actors_command(CLI::App& bench, invocation& inv);   // bench_actors_command.cpp
 void add_bench_harness_command(CLI::App& bench, invocation& inv);  // bench_harness_command.cpp
 #ifdef CUDA_AGENT_HAVE_TORCH
-void add_generate_command(CLI::App& app, invocation& inv);  // generate_command.cpp
+void add_generate_command(CLI::App& app, invocation& inv);          // generate_command.cpp
+void add_bench_generate_command(CLI::App& bench, invocation& inv);  // bench_generate_command.cpp
 #endif
 
 }  // namespace cuda_agent::cli

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   cli::add_bench_sandbox_command(*bench, inv);
   cli::add_bench_actors_command(*bench, inv);
   cli::add_bench_harness_command(*bench, inv);
+#ifdef CUDA_AGENT_HAVE_TORCH
+  cli::add_bench_generate_command(*bench, inv);
+#endif
 
   try {
     app.parse(argc, argv);
