@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "actors/model/safetensors.hpp"
 
@@ -104,6 +105,32 @@ struct transformer::layers {
   struct block {
     torch::Tensor input_norm, post_norm, q_norm, k_norm;
     linear q, k, v, o, gate, up, down;
+
+    // The attention inputs for the residual stream x [B, T, hidden]: q [B, heads, T, D] and
+    // k, v [B, kv_heads, T, D], with Qwen3's q/k norm and the rope of these positions applied.
+    std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> attention_inputs(
+        const model_config& c, const torch::Tensor& x, const torch::Tensor& cos,
+        const torch::Tensor& sin) const {
+      const int64_t B = x.size(0), T = x.size(1), D = c.head_dim;
+      const torch::Tensor h = rms_norm(x, input_norm, c.rms_norm_eps);
+      torch::Tensor qs = q(h).view({B, T, c.num_attention_heads, D});
+      torch::Tensor ks = k(h).view({B, T, c.num_key_value_heads, D});
+      torch::Tensor vs = v(h).view({B, T, c.num_key_value_heads, D}).transpose(1, 2);
+      if (c.qk_norm) {
+        qs = rms_norm(qs, q_norm, c.rms_norm_eps);
+        ks = rms_norm(ks, k_norm, c.rms_norm_eps);
+      }
+      return {apply_rope(qs.transpose(1, 2), cos, sin), apply_rope(ks.transpose(1, 2), cos, sin), vs};
+    }
+
+    // The rest of the block after attention `a` [B, heads, T, D]: output projection and the
+    // SwiGLU MLP, each added to the residual stream.
+    torch::Tensor finish(const model_config& c, const torch::Tensor& x, const torch::Tensor& a) const {
+      const int64_t B = x.size(0), T = x.size(1);
+      torch::Tensor out = x + o(a.transpose(1, 2).reshape({B, T, c.num_attention_heads * c.head_dim}));
+      const torch::Tensor h = rms_norm(out, post_norm, c.rms_norm_eps);
+      return out + down(torch::silu(gate(h)) * up(h));
+    }
   };
   struct slot {
     std::string name;
@@ -259,25 +286,14 @@ torch::Tensor transformer::forward(const torch::Tensor& input_ids, const torch::
   torch::Tensor cos = (emb.cos() * L.attention_scaling).to(dtype_);
   torch::Tensor sin = (emb.sin() * L.attention_scaling).to(dtype_);
 
-  const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads, D = c.head_dim;
+  const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
   torch::Tensor x = torch::embedding(L.embed, ids);
   for (const auto& b : L.blocks) {
-    torch::Tensor h = rms_norm(x, b.input_norm, c.rms_norm_eps);
-    torch::Tensor q = b.q(h).view({B, T, heads, D});
-    torch::Tensor k = b.k(h).view({B, T, kv, D});
-    torch::Tensor v = b.v(h).view({B, T, kv, D}).transpose(1, 2);
-    if (c.qk_norm) {
-      q = rms_norm(q, b.q_norm, c.rms_norm_eps);
-      k = rms_norm(k, b.k_norm, c.rms_norm_eps);
-    }
-    q = apply_rope(q.transpose(1, 2), cos, sin);
-    k = apply_rope(k.transpose(1, 2), cos, sin);
+    const auto [q, k, v] = b.attention_inputs(c, x, cos, sin);
     torch::Tensor a = at::scaled_dot_product_attention(
         q, k, v, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0,
         /*is_causal=*/!mask.defined(), std::nullopt, /*enable_gqa=*/heads != kv);
-    x = x + b.o(a.transpose(1, 2).reshape({B, T, heads * D}));
-    h = rms_norm(x, b.post_norm, c.rms_norm_eps);
-    x = x + b.down(torch::silu(b.gate(h)) * b.up(h));
+    x = b.finish(c, x, a);
   }
   x = rms_norm(x, L.norm, c.rms_norm_eps);
   return torch::linear(x, L.lm_head).to(torch::kFloat32);
@@ -379,16 +395,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
   torch::Tensor x = torch::embedding(L.embed, id_tensor);
   for (int64_t l = 0; l < layer_count; ++l) {
     const auto& blk = L.blocks[size_t(l)];
-    torch::Tensor h = rms_norm(x, blk.input_norm, c.rms_norm_eps);
-    torch::Tensor q = blk.q(h).view({B, N, heads, D});
-    torch::Tensor k = blk.k(h).view({B, N, kv, D});
-    torch::Tensor v = blk.v(h).view({B, N, kv, D}).transpose(1, 2);
-    if (c.qk_norm) {
-      q = rms_norm(q, blk.q_norm, c.rms_norm_eps);
-      k = rms_norm(k, blk.k_norm, c.rms_norm_eps);
-    }
-    q = apply_rope(q.transpose(1, 2), cos, sin);
-    k = apply_rope(k.transpose(1, 2), cos, sin);
+    const auto [q, k, v] = blk.attention_inputs(c, x, cos, sin);
     torch::Tensor out = torch::zeros({B, heads, N, D}, cache_opts);
     for (int64_t b = 0; b < B; ++b) {
       kv_cache& cache = *caches[size_t(b)];
@@ -406,9 +413,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
           causal[size_t(b)], std::nullopt, /*enable_gqa=*/heads != kv);
       out.slice(0, b, b + 1).slice(2, 0, n).copy_(a);
     }
-    x = x + blk.o(out.transpose(1, 2).reshape({B, N, heads * D}));
-    h = rms_norm(x, blk.post_norm, c.rms_norm_eps);
-    x = x + blk.down(torch::silu(blk.gate(h)) * blk.up(h));
+    x = blk.finish(c, x, out);
   }
   std::vector<int64_t> last(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) last[size_t(b)] = b * N + fresh[size_t(b)] - 1;
