@@ -58,6 +58,32 @@ struct rollout_fixture : peers_fixture {
   std::shared_ptr<std::atomic<int>> most = std::make_shared<std::atomic<int>>(0);
   std::atomic<int> tools_started{0};
 
+  // Runs `episodes` episodes of the fixture's task, `concurrency` at a time, against a policy
+  // that ends the recorder; returns the error the run ended with and what it settled. Stops the
+  // manager and the policy.
+  std::pair<std::string, std::shared_ptr<rollout_results>> run_losing_the_log(
+      caf::actor policy, std::string run_id, int32_t episodes, int32_t concurrency) {
+    rollout_plan plan;
+    plan.run_id = std::move(run_id);
+    plan.tasks = {config().task};
+    plan.episodes = episodes;
+    plan.concurrency = concurrency;
+    plan.episodes_dir = dir.path() / "episodes";
+    plan.base = config();
+    auto results = std::make_shared<rollout_results>();
+    rollout_services services{policy, compiler, gpu, recorder,
+                              [this](const episode_config&) { return tools; }};
+    auto manager = spawn_rollout_manager(*system, plan, services, results);
+    caf::scoped_actor self{*system};
+    std::string error;
+    self->request(manager, 60s, run_atom::value)
+        .receive([](int32_t) { FAIL() << "the run finished without its log"; },
+                 [&](caf::error& e) { error = system->render(e); });
+    self->send_exit(manager, caf::exit_reason::user_shutdown);
+    self->send_exit(policy, caf::exit_reason::user_shutdown);
+    return {error, results};
+  }
+
   std::vector<episode_summary> run_rollout(int episodes, int concurrency, int retries,
                                            std::string fail_marker = {},
                                            caf::actor policy_supervisor = {}) {
@@ -178,28 +204,11 @@ TEST_F(rollout_fixture, a_dead_recorder_stops_the_rollout_with_an_error_that_say
       return promise;
     }};
   });
-  rollout_plan plan;
-  plan.run_id = "r2";
-  plan.tasks = {config().task};
-  plan.episodes = 6;
-  plan.concurrency = 2;
-  plan.episodes_dir = dir.path() / "episodes";
-  plan.base = config();
-  auto results = std::make_shared<rollout_results>();
-  rollout_services services{policy, compiler, gpu, recorder,
-                            [this](const episode_config&) { return tools; }};
-  auto manager = spawn_rollout_manager(*system, plan, services, results);
-  caf::scoped_actor self{*system};
-  std::string error;
-  self->request(manager, 60s, run_atom::value)
-      .receive([](int32_t) { FAIL() << "the run finished without its log"; },
-               [&](caf::error& e) { error = system->render(e); });
+  const auto [error, results] = run_losing_the_log(policy, "r2", 6, 2);
   EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
   EXPECT_NE(error.find("no space left on device"), std::string::npos) << error;
   std::lock_guard<std::mutex> lock{results->mutex};
   EXPECT_LT(results->episodes.size(), 6u) << "episodes went on after the log was lost";
-  self->send_exit(manager, caf::exit_reason::user_shutdown);
-  self->send_exit(policy, caf::exit_reason::user_shutdown);
 }
 
 TEST_F(rollout_fixture, a_recorder_that_dies_as_the_last_episode_ends_fails_the_run) {
@@ -214,25 +223,8 @@ TEST_F(rollout_fixture, a_recorder_that_dies_as_the_last_episode_ends_fails_the_
       return r;
     }};
   });
-  rollout_plan plan;
-  plan.run_id = "r3";
-  plan.tasks = {config().task};
-  plan.episodes = 1;
-  plan.concurrency = 1;
-  plan.episodes_dir = dir.path() / "episodes";
-  plan.base = config();
-  auto results = std::make_shared<rollout_results>();
-  rollout_services services{policy, compiler, gpu, recorder,
-                            [this](const episode_config&) { return tools; }};
-  auto manager = spawn_rollout_manager(*system, plan, services, results);
-  caf::scoped_actor self{*system};
-  std::string error;
-  self->request(manager, 60s, run_atom::value)
-      .receive([](int32_t) { FAIL() << "the run finished without its log"; },
-               [&](caf::error& e) { error = system->render(e); });
+  const auto [error, results] = run_losing_the_log(policy, "r3", 1, 1);
   EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
-  self->send_exit(manager, caf::exit_reason::user_shutdown);
-  self->send_exit(policy, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace
