@@ -5,12 +5,19 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "messages/messages.hpp"
 
 namespace cuda_agent::learner {
+
+// Bad learner input or state (a trajectory without tokens, a torn checkpoint, a bad setting):
+// the message names the problem and the fix.
+struct learner_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct episode_sample {
   std::string episode_id;
