@@ -1,0 +1,230 @@
+#include "actors/learner/ppo.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "actors/learner/episode_sample.hpp"
+
+namespace cuda_agent::learner {
+
+namespace {
+
+std::string shape_of(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "," : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
+void require_shape(const char* what, const torch::Tensor& t, const torch::Tensor& like, const char* like_name) {
+  if (!t.defined()) throw learner_error(std::string(what) + " is undefined; pass a tensor shaped like " + like_name);
+  if (t.sizes() != like.sizes()) {
+    throw learner_error(std::string(what) + " is " + shape_of(t) + " but " + like_name + " is " + shape_of(like) +
+                        "; every per-token tensor must have the same [B,L] shape");
+  }
+}
+
+void require_2d(const char* what, const torch::Tensor& t) {
+  if (!t.defined() || t.dim() != 2) {
+    throw learner_error(std::string(what) + " must be a [B,L] tensor, got " + (t.defined() ? shape_of(t) : "none"));
+  }
+}
+
+// Zero where mask is false. torch::where instead of a product, so that garbage at padding
+// (an infinite ratio, a NaN) never reaches the sum or the gradient.
+torch::Tensor masked(const torch::Tensor& mask, const torch::Tensor& x) {
+  return torch::where(mask, x, torch::zeros({}, x.options()));
+}
+
+}  // namespace
+
+void loss_stats::add(const loss_stats& o) {
+  tokens += o.tokens;
+  policy_loss_sum += o.policy_loss_sum;
+  clipped += o.clipped;
+  approx_kl_sum += o.approx_kl_sum;
+  entropy_sum += o.entropy_sum;
+  ratio_sum += o.ratio_sum;
+  ratio_max = std::max(ratio_max, o.ratio_max);
+  is_weight_sum += o.is_weight_sum;
+  is_weight_max = std::max(is_weight_max, o.is_weight_max);
+  is_capped += o.is_capped;
+  kl_ref_sum += o.kl_ref_sum;
+  value_tokens += o.value_tokens;
+  value_loss_sum += o.value_loss_sum;
+  value_clipped += o.value_clipped;
+}
+
+token_logprobs logprobs_of(const torch::Tensor& logits, const torch::Tensor& targets, bool with_entropy) {
+  if (!logits.defined() || logits.dim() != 3) {
+    throw learner_error("logits must be [B,L,V], got " + (logits.defined() ? shape_of(logits) : std::string("none")));
+  }
+  require_2d("targets", targets);
+  if (targets.size(0) != logits.size(0) || targets.size(1) != logits.size(1)) {
+    throw learner_error("targets are " + shape_of(targets) + " but logits are " + shape_of(logits) +
+                        "; targets must be the logits' [B,L]");
+  }
+  const torch::Tensor z = logits.to(torch::kFloat32);
+  // The normaliser once; log p(target) = z[target] - logsumexp(z) gathers [B,L] values instead
+  // of materialising the whole [B,L,V] log-softmax.
+  const torch::Tensor lse = z.logsumexp(-1);
+  token_logprobs out;
+  out.logprobs = z.gather(-1, targets.to(torch::kInt64).unsqueeze(-1)).squeeze(-1) - lse;
+  if (with_entropy) {
+    const torch::Tensor p = (z - lse.unsqueeze(-1)).exp();
+    out.entropy = lse - (p * z).sum(-1);
+  }
+  return out;
+}
+
+gae_result gae(const torch::Tensor& values, const torch::Tensor& mask, const torch::Tensor& rewards, double gamma,
+               double lambda) {
+  require_2d("values", values);
+  require_shape("mask", mask, values, "values");
+  if (!rewards.defined() || rewards.dim() != 1 || rewards.size(0) != values.size(0)) {
+    throw learner_error("rewards must be [B] with B = " + std::to_string(values.size(0)) + ", got " +
+                        (rewards.defined() ? shape_of(rewards) : std::string("none")));
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor v = values.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  const torch::Tensor m = mask.to(torch::kCPU, torch::kBool).contiguous();
+  const torch::Tensor r = rewards.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  torch::Tensor adv = torch::zeros_like(v);
+  torch::Tensor ret = torch::zeros_like(v);
+  const auto va = v.accessor<double, 2>();
+  const auto ma = m.accessor<bool, 2>();
+  const auto ra = r.accessor<double, 1>();
+  auto aa = adv.accessor<double, 2>();
+  auto ga = ret.accessor<double, 2>();
+  const double discount = gamma * lambda;
+  for (int64_t b = 0; b < v.size(0); ++b) {
+    // Backwards over the row; `last` until the first masked position met, which takes R.
+    double next_value = 0.0;
+    double next_advantage = 0.0;
+    bool last = true;
+    for (int64_t i = v.size(1) - 1; i >= 0; --i) {
+      if (!ma[b][i]) continue;
+      const double reward = last ? ra[b] : 0.0;
+      last = false;
+      const double delta = reward + gamma * next_value - va[b][i];
+      next_advantage = delta + discount * next_advantage;
+      next_value = va[b][i];
+      aa[b][i] = next_advantage;
+      ga[b][i] = next_advantage + va[b][i];
+    }
+  }
+  return {adv.to(values.device(), values.scalar_type()), ret.to(values.device(), values.scalar_type())};
+}
+
+torch::Tensor policy_loss_sum(const torch::Tensor& logp, const torch::Tensor& logp_old,
+                              const torch::Tensor& logp_rollout, const torch::Tensor& advantages,
+                              const torch::Tensor& mask, const ppo_options& options, loss_stats& stats,
+                              const torch::Tensor& logp_ref, const torch::Tensor& entropy) {
+  require_2d("logp", logp);
+  require_shape("logp_old", logp_old, logp, "logp");
+  require_shape("logp_rollout", logp_rollout, logp, "logp");
+  require_shape("advantages", advantages, logp, "logp");
+  require_shape("mask", mask, logp, "logp");
+  if (logp_ref.defined()) require_shape("logp_ref", logp_ref, logp, "logp");
+  if (entropy.defined()) require_shape("entropy", entropy, logp, "logp");
+
+  const torch::Tensor m = mask.to(torch::kBool);
+  const torch::Tensor old = logp_old.detach();
+  const torch::Tensor adv = advantages.detach();
+  const torch::Tensor ratio = masked(m, logp - old).exp();
+  const torch::Tensor unclipped = -adv * ratio;
+  const torch::Tensor clipped = -adv * ratio.clamp(1.0 - options.clip_low, 1.0 + options.clip_high);
+  const torch::Tensor pg = torch::max(unclipped, clipped);
+  torch::Tensor raw_weight;
+  torch::Tensor weight;
+  {
+    torch::NoGradGuard no_grad;
+    raw_weight = masked(m, old - logp_rollout.detach()).exp();
+    weight = raw_weight.clamp_max(options.is_cap);
+  }
+  const torch::Tensor policy = masked(m, weight * pg).sum();
+  torch::Tensor loss = policy;
+
+  torch::Tensor k3;
+  if (logp_ref.defined()) {
+    const torch::Tensor q = masked(m, logp_ref.detach() - logp);
+    k3 = masked(m, q.exp() - q - 1.0).sum();
+    if (options.kl_coef != 0.0) loss = loss + options.kl_coef * k3;
+  }
+  torch::Tensor entropy_total;
+  if (entropy.defined()) {
+    entropy_total = masked(m, entropy).sum();
+    if (options.entropy_coef != 0.0) loss = loss - options.entropy_coef * entropy_total;
+  }
+
+  // Statistics in one device-to-host copy.
+  torch::NoGradGuard no_grad;
+  const auto zero = torch::zeros({}, logp.options().dtype(torch::kFloat64));
+  const auto as_double = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat64); };
+  const bool any = m.numel() > 0;
+  const torch::Tensor ratio_d = masked(m, ratio.detach());
+  const torch::Tensor weight_d = masked(m, weight);
+  const torch::Tensor row = torch::stack({
+      as_double(m.sum()),
+      as_double(policy),
+      as_double((m & (clipped > unclipped)).sum()),
+      as_double(masked(m, 0.5 * (old - logp.detach()).square()).sum()),
+      entropy_total.defined() ? as_double(entropy_total) : zero,
+      as_double(ratio_d.sum()),
+      any ? as_double(ratio_d.max()) : zero,
+      as_double(weight_d.sum()),
+      any ? as_double(weight_d.max()) : zero,
+      as_double((m & (raw_weight > options.is_cap)).sum()),
+      k3.defined() ? as_double(k3) : zero,
+  }).to(torch::kCPU);
+  const auto s = row.accessor<double, 1>();
+  loss_stats here;
+  here.tokens = static_cast<int64_t>(s[0]);
+  here.policy_loss_sum = s[1];
+  here.clipped = static_cast<int64_t>(s[2]);
+  here.approx_kl_sum = s[3];
+  here.entropy_sum = s[4];
+  here.ratio_sum = s[5];
+  here.ratio_max = s[6];
+  here.is_weight_sum = s[7];
+  here.is_weight_max = s[8];
+  here.is_capped = static_cast<int64_t>(s[9]);
+  here.kl_ref_sum = s[10];
+  stats.add(here);
+  return loss;
+}
+
+torch::Tensor value_loss_sum(const torch::Tensor& values, const torch::Tensor& values_old,
+                             const torch::Tensor& returns, const torch::Tensor& mask, double value_clip,
+                             loss_stats& stats) {
+  require_2d("values", values);
+  require_shape("values_old", values_old, values, "values");
+  require_shape("returns", returns, values, "values");
+  require_shape("mask", mask, values, "values");
+  const torch::Tensor m = mask.to(torch::kBool);
+  const torch::Tensor old = values_old.detach();
+  const torch::Tensor target = returns.detach();
+  const torch::Tensor unclipped = (values - target).square();
+  const torch::Tensor clipped = (old + (values - old).clamp(-value_clip, value_clip) - target).square();
+  const torch::Tensor loss = masked(m, 0.5 * torch::max(unclipped, clipped)).sum();
+
+  torch::NoGradGuard no_grad;
+  const torch::Tensor row =
+      torch::stack({m.sum().to(torch::kFloat64), loss.detach().to(torch::kFloat64),
+                    (m & (clipped > unclipped)).sum().to(torch::kFloat64)})
+          .to(torch::kCPU);
+  const auto s = row.accessor<double, 1>();
+  loss_stats here;
+  here.value_tokens = static_cast<int64_t>(s[0]);
+  here.value_loss_sum = s[1];
+  here.value_clipped = static_cast<int64_t>(s[2]);
+  stats.add(here);
+  return loss;
+}
+
+torch::Tensor sft_loss_sum(const torch::Tensor& logp, const torch::Tensor& mask) {
+  require_2d("logp", logp);
+  require_shape("mask", mask, logp, "logp");
+  return -masked(mask.to(torch::kBool), logp).sum();
+}
+
+}  // namespace cuda_agent::learner
