@@ -78,6 +78,10 @@ def test_checkpoint_layout(tmp_path):
     state = json.loads((tmp_path / "ckpt" / step / "state.json").read_text())
     assert state["state"]["step"] == 2 and len(state["state"]["losses"]) == 2
     assert "targets" in state["engines"]
+    # Writing the same step again replaces it (swapped in whole) and leaves nothing else behind.
+    train(tmp_path / "ckpt", tmp_path / "out", 3, 2)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [step]
+    probe("read", tmp_path / "ckpt" / step, 32)
 
 
 def test_sigkill_while_writing_never_leaves_a_bad_latest_checkpoint(tmp_path):
