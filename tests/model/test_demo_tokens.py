@@ -103,7 +103,11 @@ def test_demo_trajectories_are_the_chat_templates_tokens(checkpoint, scratch):
         assert answers[-1]["finish_reason"] == "stop" and not answers[-1]["tool_calls"]
         messages = last["messages"] + [{"role": "assistant", "content": answers[-1]["content"],
                                         "tool_call_id": "", "tool_calls": []}]
-        text = render(tok, messages, last["tools"], False)
+        full = render(tok, messages, last["tools"], False)
+        # The episode ends with the last turn's end-of-turn token; the template's newline after
+        # it is never written.
+        text = full[:full.rindex(END_OF_TURN) + len(END_OF_TURN)]
+        assert full[len(text):] == "\n"
         encoded = tok(text, add_special_tokens=False, return_offsets_mapping=True)
 
         tokens = [t for turn in trajectory["turns"] for t in turn["token_ids"]]
