@@ -111,14 +111,17 @@ TEST_F(ledger_test, a_later_turn_continues_the_known_tokens) {
   EXPECT_FALSE(prompt.rerendered);
   ASSERT_EQ(prompt.new_from, known.size());
   EXPECT_EQ(std::vector<int64_t>(prompt.tokens.begin(), prompt.tokens.begin() + known.size()), known);
-  // What follows the answered turn's end-of-turn token, encoded on its own.
+  // What follows the answered turn's end-of-turn token (from the newline after it), encoded on
+  // its own.
   auto with_answer = first.messages;
   with_answer.push_back(second.messages[first.messages.size()]);
+  const std::string end_of_turn = "<|im_end|>";
   const auto answered = render(with_answer, first, false);
+  const auto turn_end = answered.rfind(end_of_turn) + end_of_turn.size();
   const auto full = render(second.messages, second);
-  ASSERT_EQ(full.compare(0, answered.size(), answered), 0);
+  ASSERT_EQ(full.compare(0, turn_end, answered, 0, turn_end), 0);
   EXPECT_EQ(std::vector<int64_t>(prompt.tokens.begin() + known.size(), prompt.tokens.end()),
-            encode(full.substr(answered.size())));
+            encode(full.substr(turn_end)));
   // Here the pieces tokenize as the whole does.
   EXPECT_EQ(prompt.tokens, encode(full));
 }
