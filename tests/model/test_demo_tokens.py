@@ -64,6 +64,8 @@ def written_by_the_assistant(tokenizer, messages, offered, text):
 def rollout(checkpoint, scratch, tasks, *extra):
     return subprocess.run(
         [binary(), "--set", f"rollout.runs_dir={scratch / 'runs'}",
+         "--set", f"build.cache_dir={scratch / 'build-cache'}",
+         "--set", f"harness.baseline_cache_dir={scratch / 'baselines'}",
          "--set", f"policy.demo_dir={SOURCE / 'corpus' / 'demos'}",
          "--set", f"policy.tools_dir={TOOLS_DIR}", "--set", f"policy.model_dir={checkpoint}",
          "--set", "harness.timed_runs=5", "--set", "harness.warmup_runs=2", *extra,
