@@ -247,13 +247,15 @@ const std::vector<setting_spec>& settings::schema() {
        "<dir>/<set>/<task_id>/demo.json."},
       {"policy.model_dir", T::string, "", {}, 0, 0,
        "Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json) of the "
-       "torch backend."},
+       "torch backend; with the demo backend, the checkpoint whose tokens it answers in "
+       "(tokenizer.json only)."},
       {"policy.device", T::string, "cpu", {}, 0, 0,
        "Device of the torch backend's model: cpu, cuda or cuda:N."},
       {"policy.dtype", T::choice, "auto", {"auto", "fp32", "bf16", "fp16"}, 0, 0,
        "Weights and compute dtype of the torch backend; auto: bf16 on cuda, fp32 on cpu."},
       {"policy.chat_format", T::choice, "auto", {"auto", "qwen2", "qwen3", "llama3"}, 0, 0,
-       "Chat format of the torch backend; auto: detected from the checkpoint."},
+       "Chat format of the torch backend (and of the demo backend with policy.model_dir); auto: "
+       "detected from the checkpoint."},
       {"policy.top_k", T::integer, "0", {}, 0, 1 << 24,
        "Top-k sampling of the torch backend; 0: no limit."},
       {"policy.seed", T::integer, "0", {}, 0, int64_t{1} << 62,

@@ -1,6 +1,7 @@
 #include "actors/policy/demo_backend.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <fstream>
 #include <iterator>
 
@@ -137,6 +138,48 @@ demo_backend::demo_backend(fs::path root) : root_{std::move(root)} {
                        "' is not a directory; point it at corpus/demos or one set inside it"};
 }
 
+demo_backend::demo_backend(const policy_settings& settings) : demo_backend{settings.demo_dir} {
+  if (settings.model_dir.empty()) return;
+  const auto file = settings.model_dir / "tokenizer.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    throw config_error{"the demo backend answers in the tokens of setting 'policy.model_dir', "
+                       "but " + file.string() + " is not there; point policy.model_dir at a Hugging Face checkpoint "
+                       "directory, or leave it empty for text-only demonstrations"};
+  tokens_ =
+      episode_token_ledger::load(settings.model_dir, settings.chat_format, settings.tools_dir);
+}
+
+void demo_backend::add_tokens(const policy_request& request, policy_response& response) {
+  episode_token_ledger::prompt prompt;
+  model::chat_render turn;
+  try {
+    prompt = tokens_->prompt_for(request);
+    auto messages = request.messages;
+    messages.push_back({"assistant", response.content, "", response.tool_calls});
+    turn = model::render(tokens_->format(), messages, tokens_->tools(), request.tools,
+                         /*add_generation_prompt=*/false);
+  } catch (const model::model_error& e) {
+    throw policy_error{std::string{"demo: the chat format cannot render the conversation: "} +
+                       e.what()};
+  }
+  std::string generated;
+  for (const auto& span : turn.spans)
+    if (span.generated && span.message == static_cast<int32_t>(request.messages.size()))
+      generated.append(turn.text, span.begin, span.end - span.begin);
+  const auto completion = tokens_->tokenizer().encode(generated, /*add_special_tokens=*/false);
+
+  const auto new_from = prompt.tokens.begin() + static_cast<std::ptrdiff_t>(prompt.new_from);
+  response.prompt_token_ids.assign(new_from, prompt.tokens.end());
+  response.token_ids.assign(completion.begin(), completion.end());
+  response.logprobs.assign(completion.size(), 0.0f);
+  response.weight_version = -1;
+  response.prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
+  response.completion_tokens = static_cast<int32_t>(completion.size());
+  if (prompt.rerendered) response.context_action = "rerendered";
+  tokens_->remember(request, std::move(prompt.tokens), completion);
+}
+
 policy_response demo_backend::complete(const policy_request& request) {
   std::shared_ptr<const demonstration> demo;
   {
@@ -160,7 +203,9 @@ policy_response demo_backend::complete(const policy_request& request) {
   const auto step = static_cast<size_t>(
       std::count_if(request.messages.begin(), request.messages.end(),
                     [](const chat_message& m) { return m.role == "assistant"; }));
-  return demo_turn(*demo, step, request);
+  auto response = demo_turn(*demo, step, request);
+  if (tokens_) add_tokens(request, response);
+  return response;
 }
 
 }  // namespace cuda_agent::policy

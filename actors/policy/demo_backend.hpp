@@ -10,6 +10,19 @@
 // {"$file": "relative/path"} is replaced by the text of that file inside the demo folder, so
 // solution files stay real files. After the last step it answers `final` with no tool call and
 // finish_reason "stop" (the agent is done); a request after that is a policy_error.
+//
+// In a checkpoint's tokens (policy.model_dir set: its tokenizer.json and chat format, no weights),
+// for rejection fine-tuning on the demonstrations: each response also carries the exact token
+// bookkeeping of the torch backend (episode_token_ledger.hpp). prompt_token_ids are the prompt
+// tokens new to the episode; token_ids are the tokenizer's encoding of what the chat format
+// renders as the turn's generated text (its content, tool call and end-of-turn token), as if the
+// model had written the turn in canonical form. The demonstrator is not the model:
+//   - logprobs are all 0, not log-probabilities of any weights (RFT does not use them);
+//   - weight_version is -1, "sampled by no weights". Versions count the learner's updates from 0
+//     (the checkpoint as loaded); the only use of a turn's version is staleness, current -
+//     min(version), which for a demonstration is then larger than for any sampled turn, so an
+//     off-policy filter drops it rather than taking its 0 log-probabilities for a rollout's.
+// The turns are the demonstration's whatever the context budget.
 #pragma once
 
 #include <filesystem>
@@ -21,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/policy/episode_token_ledger.hpp"
 #include "actors/policy/policy_backend.hpp"
 
 namespace cuda_agent::policy {
@@ -56,12 +70,20 @@ class demo_backend final : public policy_backend {
  public:
   // Throws config_error when `root` is not a directory.
   explicit demo_backend(std::filesystem::path root);
+  // policy.demo_dir, and with policy.model_dir set that checkpoint's tokens. Throws config_error
+  // for a demo_dir that is not a directory or a model_dir without tokenizer.json;
+  // model::model_error for a tokenizer or chat format that cannot be used.
+  explicit demo_backend(const policy_settings& settings);
 
   policy_response complete(const policy_request& request) override;
   std::string name() const override { return "demo"; }
 
  private:
+  // The response's tokens, for the checkpoint's tokenizer.
+  void add_tokens(const policy_request& request, policy_response& response);
+
   std::filesystem::path root_;
+  std::unique_ptr<episode_token_ledger> tokens_;  // null without policy.model_dir
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const demonstration>> loaded_;  // by task id
 };

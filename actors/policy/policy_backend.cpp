@@ -50,7 +50,7 @@ std::shared_ptr<policy_backend> make_policy_backend(const policy_settings& setti
   if (settings.backend == "openai") return std::make_shared<openai_backend>(settings);
   if (settings.backend == "replay")
     return std::make_shared<replay_backend>(settings.replay_log, settings.replay_episode);
-  if (settings.backend == "demo") return std::make_shared<demo_backend>(settings.demo_dir);
+  if (settings.backend == "demo") return std::make_shared<demo_backend>(settings);
   if (settings.backend == "torch") {
 #ifdef CUDA_AGENT_HAVE_TORCH
     return std::make_shared<torch_backend>(settings);

@@ -8,9 +8,6 @@
 namespace cuda_agent::policy {
 namespace {
 
-// Episodes whose tokens are kept; an older one's next turn is rendered and encoded in full.
-constexpr std::size_t remembered_episodes = 4096;
-
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -71,23 +68,21 @@ const std::filesystem::path& checked_model_dir(const policy_settings& settings) 
 
 torch_backend::torch_backend(const policy_settings& settings)
     : settings_(settings),
-      tokenizer_(model::tokenizer::load(checked_model_dir(settings) / "tokenizer.json")),
-      format_(settings.chat_format == "auto" ? model::chat_format::detect(settings.model_dir)
-                                             : model::chat_format::named(settings.chat_format)),
-      tools_(model::chat_tools::load(settings.tools_dir)) {
+      ledger_(episode_token_ledger::load(checked_model_dir(settings), settings.chat_format,
+                                         settings.tools_dir)) {
   const auto& dir = settings_.model_dir;
   const auto device = torch_device(settings_.device);
   const auto dtype = torch_dtype(settings_.dtype, device);
   model_ = model::transformer::load(dir, device, dtype);
-  for (const auto& stop : format_.stop_strings()) {
-    const auto id = tokenizer_.token_to_id(stop);
+  const auto& format = ledger_->format();
+  for (const auto& stop : format.stop_strings()) {
+    const auto id = ledger_->tokenizer().token_to_id(stop);
     if (!id)
-      throw config_error{"the " + format_.name() + " chat format ends turns with '" + stop +
+      throw config_error{"the " + format.name() + " chat format ends turns with '" + stop +
                          "', which " + (dir / "tokenizer.json").string() +
                          " has no token for; set policy.chat_format to the checkpoint's family"};
     stop_ids_.push_back(*id);
   }
-  end_of_turn_ = format_.stop_strings().front();
   for (const auto id : model_->config().eos_token_ids)
     if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
   model::engine_options options;
@@ -96,73 +91,21 @@ torch_backend::torch_backend(const policy_settings& settings)
   engine_ = std::make_unique<model::generation_engine>(model_, options);
   spdlog::info("policy: torch backend on {} ({}), {} layers, vocab {}, chat format {}",
                device.str(), c10::toString(dtype), model_->config().num_hidden_layers,
-               model_->config().vocab_size, format_.name());
-}
-
-std::vector<int64_t> torch_backend::prompt_for(const policy_request& request,
-                                               const episode_tokens* known, std::size_t& new_from,
-                                               bool& rerendered) const {
-  const auto rendered = model::render(format_, request.messages, tools_, request.tools, true);
-  const bool continues = known != nullptr && request.messages.size() > known->assistant_index &&
-                         request.messages[known->assistant_index].role == "assistant";
-  if (!continues) {
-    new_from = 0;
-    rerendered = known != nullptr;
-    return tokenizer_.encode(rendered.text, /*add_special_tokens=*/false);
-  }
-  // The tokens so far end with the sampled turn, up to its end-of-turn token: what the rendering
-  // holds after the turn's generated text (the newline after that token, the tool results, the
-  // next generation prompt) is encoded on its own and appended.
-  std::size_t after = 0;
-  for (const auto& span : rendered.spans)
-    if (span.message == static_cast<int32_t>(known->assistant_index) && span.generated)
-      after = std::max(after, span.end);
-  std::string text = rendered.text.substr(after);
-  if (!known->ended_with_stop) text = end_of_turn_ + text;  // a turn cut at max_tokens is closed
-  auto prompt = known->tokens;
-  new_from = prompt.size();
-  const auto suffix = tokenizer_.encode(text, /*add_special_tokens=*/false);
-  prompt.insert(prompt.end(), suffix.begin(), suffix.end());
-  rerendered = false;
-  return prompt;
-}
-
-void torch_backend::remember(const std::string& episode, episode_tokens tokens) {
-  std::lock_guard<std::mutex> lock{mutex_};
-  if (episodes_.find(episode) == episodes_.end()) {
-    episode_order_.push_back(episode);
-    if (episode_order_.size() > remembered_episodes) {
-      episodes_.erase(episode_order_.front());
-      engine_->release(episode_order_.front());
-      episode_order_.pop_front();
-    }
-  }
-  episodes_[episode] = std::move(tokens);
+               model_->config().vocab_size, format.name());
 }
 
 policy_response torch_backend::complete(const policy_request& request) {
-  episode_tokens known;
-  bool have_known = false;
-  {
-    std::lock_guard<std::mutex> lock{mutex_};
-    const auto it = episodes_.find(request.episode_id);
-    if (it != episodes_.end()) {
-      known = it->second;
-      have_known = true;
-    }
-  }
   policy_response response;
   response.episode_id = request.episode_id;
   response.turn = request.turn;
-  std::size_t new_from = 0;
-  bool rerendered = false;
-  std::vector<int64_t> prompt;
+  episode_token_ledger::prompt next;
   try {
-    prompt = prompt_for(request, have_known ? &known : nullptr, new_from, rerendered);
+    next = ledger_->prompt_for(request);
   } catch (const model::model_error& e) {
     throw policy_error{std::string{"the torch policy cannot render the conversation: "} + e.what()};
   }
-  response.context_action = rerendered ? "rerendered" : "none";
+  auto& prompt = next.tokens;
+  response.context_action = next.rerendered ? "rerendered" : "none";
   response.prompt_tokens = static_cast<int32_t>(prompt.size());
   const int64_t context = std::min<int64_t>(settings_.context_tokens,
                                             model_->config().max_position_embeddings);
@@ -187,27 +130,22 @@ policy_response torch_backend::complete(const policy_request& request) {
   } catch (const model::model_error& e) {
     throw policy_error{std::string{"the torch policy could not generate: "} + e.what()};
   }
-  const auto text = tokenizer_.decode(result.token_ids, /*skip_special_tokens=*/false);
-  auto parsed = model::parse_completion(format_, text, tools_, request.tools,
+  const auto text = ledger_->tokenizer().decode(result.token_ids, /*skip_special_tokens=*/false);
+  auto parsed = model::parse_completion(ledger_->format(), text, ledger_->tools(), request.tools,
                                         model::call_id_prefix(request.episode_id, request.turn));
   response.content = std::move(parsed.content);
   response.tool_calls = std::move(parsed.tool_calls);
   response.token_ids = narrow(result.token_ids);
   response.logprobs = result.logprobs;
-  response.prompt_token_ids = narrow(prompt, new_from);
+  response.prompt_token_ids = narrow(prompt, next.new_from);
   response.finish_reason = result.finish_reason == "stop"
                                ? (response.tool_calls.empty() ? "stop" : "tool_calls")
                                : result.finish_reason;
   response.weight_version = result.weight_version;
   response.completion_tokens = static_cast<int32_t>(result.token_ids.size());
 
-  episode_tokens next;
-  next.tokens = std::move(prompt);
-  next.tokens.insert(next.tokens.end(), result.token_ids.begin(), result.token_ids.end());
-  next.assistant_index = request.messages.size();
-  next.ended_with_stop = !result.token_ids.empty() &&
-                         tokenizer_.id_to_token(result.token_ids.back()) == end_of_turn_;
-  remember(request.episode_id, std::move(next));
+  if (const auto forgotten = ledger_->remember(request, std::move(prompt), result.token_ids))
+    engine_->release(*forgotten);
   return response;
 }
 

@@ -3,27 +3,23 @@
 // engine, which batches the turns of all episodes and keeps each episode's KV cache between its
 // turns.
 //
-// Every turn's tokens are exact, never re-tokenised from text: an episode's sequence is its
-// first prompt as the chat format renders and the tokenizer encodes it, then for each turn the
-// sampled tokens as sampled, then the chat format's text for what came back (the tool results
-// and the next generation prompt) encoded on its own. A turn's response carries the new prompt
-// tokens (prompt_token_ids), the sampled ones with their log-probabilities (token_ids, logprobs)
-// and the weight version that sampled them, so that the trajectory is the sequence the model saw.
-// A conversation that is not the continuation of what the backend last answered for the episode
-// (its messages were changed, or the backend forgot the episode) is rendered and encoded again in
-// full; its response says so in context_action ("rerendered").
+// Every turn's tokens are exact, never re-tokenised from text (episode_token_ledger.hpp): the
+// episode's first prompt as rendered and encoded, then for each turn the sampled tokens as
+// sampled, then the chat format's text for what came back encoded on its own. A turn's response
+// carries the new prompt tokens (prompt_token_ids), the sampled ones with their log-probabilities
+// (token_ids, logprobs) and the weight version that sampled them, so that the trajectory is the
+// sequence the model saw. A conversation that is not the continuation of what the backend last
+// answered for the episode is rendered and encoded again in full; its response says so in
+// context_action ("rerendered").
 //
 // Sampling is deterministic: each turn draws from a generator seeded by policy.seed, the episode
 // id and the turn, whatever else shares its batch.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -31,6 +27,7 @@
 #include "actors/model/generation_engine.hpp"
 #include "actors/model/tokenizer.hpp"
 #include "actors/model/transformer.hpp"
+#include "actors/policy/episode_token_ledger.hpp"
 #include "actors/policy/policy_backend.hpp"
 
 namespace cuda_agent::policy {
@@ -49,37 +46,16 @@ class torch_backend final : public policy_backend {
   // model::generation_engine::update_weights.
   void update_weights(std::vector<std::pair<std::string, torch::Tensor>> weights, int64_t version);
 
-  const model::tokenizer& tokenizer() const { return tokenizer_; }
-  const model::chat_format& format() const { return format_; }
+  const model::tokenizer& tokenizer() const { return ledger_->tokenizer(); }
+  const model::chat_format& format() const { return ledger_->format(); }
   model::engine_stats stats() const { return engine_->stats(); }
 
  private:
-  // What the backend last answered for an episode: the whole token sequence so far, and which
-  // message of the next request must be the assistant turn it produced.
-  struct episode_tokens {
-    std::vector<int64_t> tokens;
-    std::size_t assistant_index = 0;
-    bool ended_with_stop = true;  // the completion ended with one of the format's stop tokens
-  };
-
-  // The prompt for `request` and its tokens new to this episode; sets `rerendered` when the
-  // episode's earlier tokens could not be continued.
-  std::vector<int64_t> prompt_for(const policy_request& request, const episode_tokens* known,
-                                  std::size_t& new_from, bool& rerendered) const;
-  void remember(const std::string& episode, episode_tokens tokens);
-
   policy_settings settings_;
-  model::tokenizer tokenizer_;
-  model::chat_format format_;
-  model::chat_tools tools_;
+  std::unique_ptr<episode_token_ledger> ledger_;
   std::vector<int64_t> stop_ids_;
-  std::string end_of_turn_;  // the format's first stop string: closes a turn cut at max_tokens
   std::shared_ptr<model::transformer> model_;
   std::unique_ptr<model::generation_engine> engine_;
-
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, episode_tokens> episodes_;
-  std::deque<std::string> episode_order_;  // oldest first, for the bound on what is remembered
 };
 
 // The device and dtype that policy.device and policy.dtype name; throws config_error.
