@@ -259,6 +259,14 @@ std::shared_ptr<transformer> transformer::load(const std::filesystem::path& dir,
 kv_cache transformer::new_cache() const { return kv_cache{}; }
 
 torch::Tensor transformer::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  return logits(hidden_states(input_ids, attention_mask));
+}
+
+torch::Tensor transformer::logits(const torch::Tensor& hidden) const {
+  return torch::linear(hidden, layers_->lm_head).to(torch::kFloat32);
+}
+
+torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   const model_config& c = config_;
   const layers& L = *layers_;
   if (input_ids.dim() != 2) throw model_error("transformer::forward: input_ids must be [batch, tokens]");
@@ -295,8 +303,7 @@ torch::Tensor transformer::forward(const torch::Tensor& input_ids, const torch::
         /*is_causal=*/!mask.defined(), std::nullopt, /*enable_gqa=*/heads != kv);
     x = b.finish(c, x, a);
   }
-  x = rms_norm(x, L.norm, c.rms_norm_eps);
-  return torch::linear(x, L.lm_head).to(torch::kFloat32);
+  return rms_norm(x, L.norm, c.rms_norm_eps);
 }
 
 torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,

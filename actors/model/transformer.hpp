@@ -58,6 +58,11 @@ class transformer {
   // tokens (undefined: every token is real). No cache; differentiable, for training and parity.
   // The weights require grad, as an nn.Module's do: wrap inference in torch::NoGradGuard.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
+  // What forward() computes before the output head: the final-norm hidden states [B, T, hidden]
+  // in the model's dtype (the critic puts its value head on them). Differentiable.
+  torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
+  // The float32 logits of hidden states [..., hidden]: forward() is logits(hidden_states()).
+  torch::Tensor logits(const torch::Tensor& hidden) const;
 
   // Inference: appends tokens[b] (at least one) to *caches[b] and returns the float32 logits of
   // each sequence's last new token, [B, vocab]. Sequences may be of different lengths, cached

@@ -1,0 +1,105 @@
+// The learner's updates on the LibTorch policy (actors/model): one optimiser step of rejection
+// fine-tuning, of value pretraining or of PPO over a batch of episode samples. The learner actor
+// and `cuda-agent train` drive it; the math is ppo.hpp's, the micro-batches packing.hpp's.
+//
+//   learner l{actor, critic_backbone, options};
+//   step_report r = l.ppo_step(samples);   // logp_old and V_old, GAE, then one AdamW step each
+//
+// Every loss is the token mean over the whole batch (ppo.hpp): each micro-batch's sum is divided
+// by the batch's policy-token count before backward, so gradients accumulate to the same step
+// whatever the token budget splits the batch into.
+//
+// The critic is a copy of the actor's transformer with a value head (a [1, hidden] weight and a
+// bias, zero at start, so that V = 0 until it learns) on the final hidden states; V at position
+// i is the value of the state before the policy token x_{i+1} (packing.hpp's alignment).
+//
+// Truncated (runaway) episodes, whose reason is turn_budget, token_budget or timeout, are treated
+// as learner_options::truncated says: "penalty" (the default) trains on them with reward -1
+// whatever the harness gave the workdir, "reward" keeps the harness's reward, "drop" leaves them
+// out of the step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "actors/learner/episode_sample.hpp"
+#include "actors/learner/ppo.hpp"
+#include "actors/model/transformer.hpp"
+
+namespace cuda_agent::learner {
+
+struct learner_options {
+  ppo_options ppo;
+  double gamma = 1.0;
+  double lambda = 0.95;
+  double actor_lr = 3e-6;
+  double critic_lr = 6e-6;
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;      // per model, before the step; <= 0: no clipping
+  int64_t token_budget = 16384;    // padded tokens per micro-batch
+  std::string truncated = "penalty";  // "penalty", "reward" or "drop"
+};
+
+// What one step did; the loss statistics are sums over the batch (ppo.hpp's loss_stats).
+struct step_report {
+  std::string stage;  // "rft", "value_pretrain", "ppo"
+  int64_t samples = 0;
+  int64_t dropped = 0;  // truncated episodes left out ("drop")
+  int64_t micro_batches = 0;
+  int64_t tokens = 0;         // real tokens forwarded
+  int64_t policy_tokens = 0;  // tokens the losses are averaged over
+  double sft_loss = 0;        // rft: mean negative log-likelihood per policy token
+  loss_stats stats;
+  double actor_grad_norm = 0;   // before clipping
+  double critic_grad_norm = 0;
+  double reward_mean = 0;
+};
+
+class learner {
+ public:
+  // `critic` is a second transformer loaded from the actor's checkpoint (nullptr: RFT only).
+  // Throws learner_error for options out of range.
+  learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<model::transformer> critic,
+          learner_options options);
+
+  // Supervised next-token loss on the policy tokens (RFT; the caller selects the samples).
+  step_report rft_step(const std::vector<episode_sample>& samples);
+  // The critic regressed on the Monte-Carlo return (gamma = 1: the outcome reward R at every
+  // policy token), clipped around its own values before the step; the actor is untouched.
+  step_report value_step(const std::vector<episode_sample>& samples);
+  // One PPO step: logp_old and V_old from the current weights, GAE, then one AdamW step of the
+  // actor on the clipped, importance-weighted policy loss and one of the critic on the clipped
+  // value loss.
+  step_report ppo_step(const std::vector<episode_sample>& samples);
+
+  model::transformer& actor() { return *actor_; }
+  torch::optim::AdamW& actor_optimizer() { return *actor_optimizer_; }
+  torch::optim::AdamW* critic_optimizer() { return critic_optimizer_.get(); }
+  // The critic's weights: the backbone's under their Hugging Face names, then "score.weight"
+  // and "score.bias". Empty without a critic.
+  std::vector<std::pair<std::string, torch::Tensor>> critic_parameters() const;
+
+  // Values [B, L] (float32) of a micro-batch's positions.
+  torch::Tensor values(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+
+ private:
+  std::vector<episode_sample> prepared(const std::vector<episode_sample>& samples, step_report& report) const;
+  std::vector<std::vector<std::size_t>> micro_batches(const std::vector<episode_sample>& samples) const;
+  void require_critic(const char* stage) const;
+
+  std::shared_ptr<model::transformer> actor_;
+  std::shared_ptr<model::transformer> critic_;
+  learner_options options_;
+  torch::Tensor value_weight_;  // [1, hidden]
+  torch::Tensor value_bias_;    // [1]
+  std::vector<torch::Tensor> actor_params_;
+  std::vector<torch::Tensor> critic_params_;
+  std::unique_ptr<torch::optim::AdamW> actor_optimizer_;
+  std::unique_ptr<torch::optim::AdamW> critic_optimizer_;
+};
+
+}  // namespace cuda_agent::learner
