@@ -251,6 +251,7 @@ void on_policy_response(episode_actor* self, policy_response& response) {
   turn.loss_mask.assign(response.prompt_token_ids.size(), 0);
   turn.loss_mask.resize(turn.token_ids.size(), 1);
   turn.weight_version = response.weight_version;
+  turn.tool_calls = response.tool_calls;
   st.record.turns.push_back(std::move(turn));
   st.request.messages.push_back({"assistant", response.content, "", response.tool_calls});
   if (response.tool_calls.empty()) {

@@ -157,7 +157,7 @@ void throw_extra_fields(const char* type, const msgpack::object& map,
     if (std::find(names.begin(), names.end(), key_of(key)) == names.end())
       throw decode_error{std::string{type} + ": unknown field '" + std::string{key_of(key)} + "'"};
   }
-  // Every key is a known name and every name was found, so some name appears twice.
+  // Every key is a known name, so some name appears twice.
   for (const auto& name : names) {
     uint32_t count = 0;
     for (uint32_t i = 0; i < map.via.map.size; ++i) count += key_of(map.via.map.ptr[i].key) == name;

@@ -44,7 +44,9 @@ msgpack::object_handle unpack_exactly_one(std::string_view bytes, std::string_vi
 
 // Decodes exactly one T from the bytes. A truncated payload, trailing bytes, a payload that is not
 // a map, a missing, extra, duplicated or mistyped field and an unknown enumeration name all
-// throw decode_error.
+// throw decode_error. Fields are only ever appended to a type, so a payload that lacks the last
+// fields of its type (written before they were added: an older log) decodes them to their
+// defaults; a field missing before one that is present is an error.
 template <class T>
 T decode(std::string_view bytes) {
   const auto handle = detail::unpack_exactly_one(bytes, type_name_of<T>());
@@ -72,16 +74,23 @@ const msgpack::object* find_field(const msgpack::object& map, const std::string&
 [[noreturn]] void throw_field_error(const char* type, const std::string& name,
                                     const msgpack::object& value, const std::exception& e);
 [[noreturn]] void throw_not_a_map(const char* type, const msgpack::object& value);
-// Called when the map's size differs from the field count although every field was found.
+// Called when the map holds more entries than the fields that were found in it.
 [[noreturn]] void throw_extra_fields(const char* type, const msgpack::object& map,
                                      const std::vector<std::string>& names);
 [[noreturn]] void throw_unknown_enum_name(const char* enum_type, const msgpack::object& value);
 
+// Converts the field when the map holds it; a missing one is remembered in `first_missing`, and
+// is an error only when a later field is present (see decode).
 template <class Field>
 void convert_field(const msgpack::object& map, const char* type, const std::string& name,
-                   Field& field) {
+                   Field& field, const std::string*& first_missing, uint32_t& found) {
   const msgpack::object* value = find_field(map, name);
-  if (value == nullptr) throw_missing_field(type, name);
+  if (value == nullptr) {
+    if (first_missing == nullptr) first_missing = &name;
+    return;
+  }
+  if (first_missing != nullptr) throw_missing_field(type, *first_missing);
+  ++found;
   try {
     value->convert(field);
   } catch (const std::exception& e) {
@@ -117,11 +126,15 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
       const char* type = cuda_agent::type_name_of<T>();
       if (in.type != msgpack::type::MAP) cuda_agent::detail::throw_not_a_map(type, in);
       const auto& names = field_names(static_cast<const T*>(nullptr));
+      message = T{};  // the fields a payload lacks keep their defaults
+      const std::string* first_missing = nullptr;
+      uint32_t found = 0;
       cuda_agent::visit_fields(message, [&](auto&... fields) {
         std::size_t i = 0;
-        (cuda_agent::detail::convert_field(in, type, names[i++], fields), ...);
+        (cuda_agent::detail::convert_field(in, type, names[i++], fields, first_missing, found),
+         ...);
       });
-      if (in.via.map.size != names.size()) cuda_agent::detail::throw_extra_fields(type, in, names);
+      if (in.via.map.size != found) cuda_agent::detail::throw_extra_fields(type, in, names);
       return in;
     }
   };

@@ -308,9 +308,10 @@ struct trajectory_turn {
   std::vector<uint8_t> loss_mask;  // 1 where the token was the policy's and is trained on
   std::string observation;         // tool results fed back after this turn
   int64_t weight_version = 0;
+  std::vector<tool_call> tool_calls;  // the calls the policy made in this turn, malformed ones too
 };
 CUDA_AGENT_FIELDS(trajectory_turn, turn, prompt_token_count, token_ids, logprobs, loss_mask,
-                  observation, weight_version);
+                  observation, weight_version, tool_calls);
 
 struct trajectory {
   std::string episode_id;

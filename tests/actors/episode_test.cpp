@@ -60,6 +60,8 @@ TEST_F(peers_fixture, a_turns_new_prompt_tokens_join_its_trajectory_with_loss_ma
   EXPECT_EQ(traj.turns[0].logprobs, (std::vector<float>{0, 0, 0, -0.5f, -0.25f}));
   EXPECT_EQ(traj.turns[1].token_ids, (std::vector<int32_t>{903, 904, 2, 7}));
   EXPECT_EQ(traj.turns[1].loss_mask, (std::vector<uint8_t>{0, 0, 1, 1}));
+  EXPECT_EQ(traj.turns[0].tool_calls, first.tool_calls);  // the calls the turn made
+  EXPECT_TRUE(traj.turns[1].tool_calls.empty());
 }
 
 TEST_F(peers_fixture, stops_at_the_turn_budget_and_still_evaluates) {

@@ -179,8 +179,10 @@ TYPED_TEST(messages_every_type, every_truncation_is_a_decode_error) {
     EXPECT_THROW(decode<TypeParam>(std::string_view{bytes}.substr(0, n)), decode_error) << n;
 }
 
-TYPED_TEST(messages_every_type, every_missing_field_is_named) {
-  for (const auto& name : field_names(static_cast<const TypeParam*>(nullptr))) {
+TYPED_TEST(messages_every_type, a_missing_field_before_a_present_one_is_named) {
+  const auto& names = field_names(static_cast<const TypeParam*>(nullptr));
+  for (std::size_t k = 0; k + 1 < names.size(); ++k) {
+    const auto& name = names[k];
     msgpack::zone zone;
     msgpack::object object{testing::sample<TypeParam>(), zone};
     auto& map = object.via.map;
@@ -196,6 +198,45 @@ TYPED_TEST(messages_every_type, every_missing_field_is_named) {
     EXPECT_EQ(decode_error_of([&] { decode<TypeParam>({buffer.data(), buffer.size()}); }),
               std::string{type_name_of<TypeParam>()} + ": field '" + name + "' is missing");
   }
+}
+
+// A log written before a type's last fields were added: its payloads lack them, and they decode
+// to the defaults while the fields that are there keep their values.
+TYPED_TEST(messages_every_type, missing_last_fields_decode_to_their_defaults) {
+  const auto& names = field_names(static_cast<const TypeParam*>(nullptr));
+  const TypeParam defaults{};
+  for (uint32_t kept = 0; kept < names.size(); ++kept) {
+    msgpack::zone zone;
+    msgpack::object older{testing::sample<TypeParam>(), zone};
+    older.via.map.size = kept;  // entries are packed in field order
+    msgpack::object expected{testing::sample<TypeParam>(), zone};
+    const msgpack::object fresh{defaults, zone};
+    for (uint32_t i = kept; i < names.size(); ++i) expected.via.map.ptr[i] = fresh.via.map.ptr[i];
+    msgpack::sbuffer older_bytes;
+    msgpack::pack(older_bytes, older);
+    msgpack::sbuffer expected_bytes;
+    msgpack::pack(expected_bytes, expected);
+    EXPECT_EQ(decode<TypeParam>({older_bytes.data(), older_bytes.size()}),
+              decode<TypeParam>({expected_bytes.data(), expected_bytes.size()}))
+        << "first missing field: " << names[kept];
+  }
+}
+
+TEST(messages_decode_older_logs, a_trajectory_from_before_turn_tool_calls) {
+  msgpack::zone zone;
+  msgpack::object older{testing::sample<trajectory>(), zone};
+  auto& turns = older.via.map.ptr[3].val.via.array;  // trajectory.turns
+  for (uint32_t i = 0; i < turns.size; ++i) {
+    auto& turn = turns.ptr[i].via.map;
+    ASSERT_EQ(turn.ptr[turn.size - 1].key.as<std::string>(), "tool_calls");
+    --turn.size;
+  }
+  msgpack::sbuffer buffer;
+  msgpack::pack(buffer, older);
+  const auto decoded = decode<trajectory>({buffer.data(), buffer.size()});
+  auto expected = testing::sample<trajectory>();
+  for (auto& turn : expected.turns) turn.tool_calls.clear();
+  EXPECT_EQ(decoded, expected);
 }
 
 // --- Registry ----------------------------------------------------------------------------------
@@ -284,8 +325,10 @@ TEST(messages_decode_errors, name_the_type_and_the_field) {
 
 TEST(messages_decode_errors, another_types_payload_is_rejected) {
   const auto bytes = encode(testing::sample<policy_request>());
+  // Its episode_id matches; the rest of tool_result's fields are missing, which an older log could
+  // explain, but the fields of policy_request it holds instead cannot be.
   EXPECT_EQ(decode_error_of([&] { decode<tool_result>(bytes); }),
-            "tool_result: field 'call_id' is missing");
+            "tool_result: unknown field 'task_id'");
 }
 
 TEST(messages_decode_errors, integer_out_of_range) {

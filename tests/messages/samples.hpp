@@ -78,7 +78,8 @@ template <> inline reward_record sample() {
           sample<timing_quality>()};
 }
 template <> inline trajectory_turn sample() {
-  return {2, 900, {1, 2, 3}, {-0.5f, -0.25f, -0.125f}, {1, 1, 0}, "exit 0", 41};
+  return {2, 900, {1, 2, 3}, {-0.5f, -0.25f, -0.125f}, {1, 1, 0}, "exit 0", 41,
+          {sample_call(3)}};
 }
 template <> inline trajectory sample() {
   return {"ep-7", "L1-19", "openai", {sample<trajectory_turn>(), sample<trajectory_turn>()}, 2,
