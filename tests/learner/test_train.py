@@ -44,12 +44,12 @@ def recorded(scratch):
     return model_dir, scratch / "log"
 
 
-def train(model_dir, log, out, *extra, wait=True):
+def train(model_dir, log, out, *extra, wait=True, resume=False):
     args = [binary(), "--set", f"learner.model_dir={model_dir}", "--set", f"learner.logs={log}",
             "--set", f"learner.rft_steps={STEPS['rft']}", "--set", f"learner.value_steps={STEPS['value_pretrain']}",
             "--set", f"learner.ppo_steps={STEPS['ppo']}", "--set", "learner.actor_lr=1e-3",
             "--set", "learner.critic_lr=1e-3", "--set", "learner.checkpoint_every=1", *extra,
-            "train", "--out", str(out)]
+            "train", "--out", str(out), *(["--resume"] if resume else [])]
     if not wait:
         return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return subprocess.run(args, capture_output=True, text=True, timeout=900)
@@ -111,7 +111,7 @@ def test_a_run_killed_between_steps_resumes_with_the_same_losses(recorded, scrat
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(metrics(out)) < sum(STEPS.values())
-    resumed = train(model_dir, log, out, "--resume")
+    resumed = train(model_dir, log, out, resume=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stderr
     assert losses(metrics(out)) == losses(metrics(straight))
