@@ -3,8 +3,6 @@
 #include <cmath>
 #include <limits>
 
-#include "actors/learner/packing.hpp"
-
 namespace cuda_agent::learner {
 namespace {
 
@@ -99,25 +97,28 @@ std::vector<episode_sample> learner::prepared(const std::vector<episode_sample>&
   return out;
 }
 
-std::vector<std::vector<std::size_t>> learner::micro_batches(const std::vector<episode_sample>& samples) const {
+std::vector<micro_batch> learner::micro_batches(const std::vector<episode_sample>& samples, torch::Device device,
+                                                step_report& report) const {
   std::vector<int64_t> lengths;
   lengths.reserve(samples.size());
   for (const auto& s : samples) lengths.push_back(s.size());
-  return pack(lengths, options_.token_budget);
+  std::vector<micro_batch> out;
+  for (const auto& group : pack(lengths, options_.token_budget)) {
+    out.push_back(make_micro_batch(samples, group, device));
+    report.policy_tokens += out.back().policy_tokens;
+    report.tokens += out.back().real_tokens;
+  }
+  if (report.policy_tokens == 0)
+    throw learner_error{"the " + report.stage + " step needs episodes with policy tokens"};
+  report.micro_batches = static_cast<int64_t>(out.size());
+  return out;
 }
 
 step_report learner::rft_step(const std::vector<episode_sample>& input) {
   step_report report;
   report.stage = "rft";
   const auto samples = prepared(input, report);
-  std::vector<micro_batch> batches;
-  for (const auto& group : micro_batches(samples)) {
-    batches.push_back(make_micro_batch(samples, group, actor_->device()));
-    report.policy_tokens += batches.back().policy_tokens;
-    report.tokens += batches.back().real_tokens;
-  }
-  if (report.policy_tokens == 0) throw learner_error{"an RFT step needs episodes with policy tokens"};
-  report.micro_batches = static_cast<int64_t>(batches.size());
+  const auto batches = micro_batches(samples, actor_->device(), report);
   const double total = static_cast<double>(report.policy_tokens);
   actor_optimizer_->zero_grad();
   double nll = 0;
@@ -143,20 +144,16 @@ step_report learner::value_step(const std::vector<episode_sample>& input) {
     torch::Tensor values_old, returns;
   };
   std::vector<prepared_batch> batches;
-  for (const auto& group : micro_batches(samples)) {
-    prepared_batch p{make_micro_batch(samples, group, critic_->device()), {}, {}};
+  for (auto& batch : micro_batches(samples, critic_->device(), report)) {
+    prepared_batch p{std::move(batch), {}, {}};
     {
       torch::NoGradGuard no_grad;
       p.values_old = values(p.batch.input_ids, p.batch.attention_mask);
     }
     // The Monte-Carlo return with gamma = 1: R at every policy token.
     p.returns = p.batch.rewards.to(p.values_old.device()).unsqueeze(1).expand_as(p.values_old).contiguous();
-    report.policy_tokens += p.batch.policy_tokens;
-    report.tokens += p.batch.real_tokens;
     batches.push_back(std::move(p));
   }
-  if (report.policy_tokens == 0) throw learner_error{"a value step needs episodes with policy tokens"};
-  report.micro_batches = static_cast<int64_t>(batches.size());
   const double total = static_cast<double>(report.policy_tokens);
   critic_optimizer_->zero_grad();
   for (const auto& p : batches) {
@@ -179,8 +176,8 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     torch::Tensor logp_old, values_old, advantages, returns;
   };
   std::vector<prepared_batch> batches;
-  for (const auto& group : micro_batches(samples)) {
-    prepared_batch p{make_micro_batch(samples, group, actor_->device()), {}, {}, {}, {}};
+  for (auto& batch : micro_batches(samples, actor_->device(), report)) {
+    prepared_batch p{std::move(batch), {}, {}, {}, {}};
     {
       torch::NoGradGuard no_grad;
       p.logp_old = logprobs_of(actor_->forward(p.batch.input_ids, p.batch.attention_mask), p.batch.targets, false)
@@ -190,12 +187,8 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     auto adv = gae(p.values_old, p.batch.target_mask, p.batch.rewards, options_.gamma, options_.lambda);
     p.advantages = adv.advantages.to(actor_->device());
     p.returns = adv.returns;
-    report.policy_tokens += p.batch.policy_tokens;
-    report.tokens += p.batch.real_tokens;
     batches.push_back(std::move(p));
   }
-  if (report.policy_tokens == 0) throw learner_error{"a PPO step needs episodes with policy tokens"};
-  report.micro_batches = static_cast<int64_t>(batches.size());
   const double total = static_cast<double>(report.policy_tokens);
   actor_optimizer_->zero_grad();
   critic_optimizer_->zero_grad();

@@ -27,6 +27,7 @@
 #include <torch/torch.h>
 
 #include "actors/learner/episode_sample.hpp"
+#include "actors/learner/packing.hpp"
 #include "actors/learner/ppo.hpp"
 #include "actors/model/transformer.hpp"
 
@@ -88,7 +89,10 @@ class learner {
 
  private:
   std::vector<episode_sample> prepared(const std::vector<episode_sample>& samples, step_report& report) const;
-  std::vector<std::vector<std::size_t>> micro_batches(const std::vector<episode_sample>& samples) const;
+  // The samples packed under the token budget on `device`, their tokens counted into `report`;
+  // throws learner_error when no sample holds a policy token.
+  std::vector<micro_batch> micro_batches(const std::vector<episode_sample>& samples, torch::Device device,
+                                         step_report& report) const;
   void require_critic(const char* stage) const;
 
   std::shared_ptr<model::transformer> actor_;
