@@ -144,9 +144,6 @@ const std::vector<setting_spec>& settings::schema() {
       {"harness.timing_cpus", T::string, "auto", {}, 0, 0,
        "Cores a CPU job's timed runs hold, kept free of everything else of ours: auto (the last core, "
        "given two or more), none, or core numbers (2,3)."},
-      {"harness.cuda_unverified", T::boolean, "false", {}, 0, 0,
-       "On CUDA, also run the harness parts not yet through the H200 smoke stage (fresh inputs per "
-       "timed run, the candidate sandbox); off: CUDA jobs run as last verified there."},
       {"harness.compile_mode", T::choice, "default", {"default", "reduce-overhead", "max-autotune"}, 0, 0,
        "torch.compile mode of the compiled baseline."},
       {"corpus.dir", T::string, "", {}, 0, 0,

@@ -98,7 +98,6 @@ harness_settings harness_settings::from(const settings& config) {
   s.baseline_max_age_s = config.get_int("harness.baseline_max_age_s");
   s.cpu_threads = static_cast<int32_t>(config.get_int("harness.cpu_threads"));
   s.compile_mode = config.get_string("harness.compile_mode");
-  s.cuda_unverified = config.get_bool("harness.cuda_unverified");
   try {
     // Resolved now, before this process holds the cores off itself (which would leave "auto" one).
     s.timing_cpus = harness::timing_cpus(config.get_string("harness.timing_cpus"), "cpu");
@@ -250,7 +249,6 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
   request["baseline_max_age_s"] = static_cast<double>(settings_.baseline_max_age_s);
   request["cpu_threads"] = settings_.cpu_threads;
   request["compile_mode"] = settings_.compile_mode;
-  request["cuda_unverified"] = settings_.cuda_unverified;
   request["timing_cpus"] = request.value("device", device_) == "cpu" ? settings_.timing_cpus : std::vector<int>{};
   if (!request.contains("warmup_runs")) request["warmup_runs"] = settings_.warmup_runs;
   if (!request.contains("timed_runs")) request["timed_runs"] = settings_.timed_runs;

@@ -39,7 +39,6 @@ struct harness_settings {
   int32_t cpu_threads = 0;
   std::string compile_mode = "default";
   std::vector<int> timing_cpus;  // harness.timing_cpus for a CPU device, resolved (cpu_reservation.hpp)
-  bool cuda_unverified = false;  // harness.cuda_unverified
 
   static harness_settings from(const settings& config);
 };

@@ -100,25 +100,20 @@ class CandidateProcess:
     ahead of the job it will serve; its first frame says it is ready (torch, CUDA and the guards
     up, no candidate code run yet)."""
 
-    def __init__(self, device, memory_limit_mb, python=sys.executable, sandboxed=True):
-        """sandboxed False: the child as last verified on the H200 (4cfa51a), in a process group
-        and session of its own but not in the sandbox; kept for CUDA until the smoke stage has
-        run the sandbox there (harness.cuda_unverified)."""
-        self.device, self.memory_limit_mb, self.sandboxed = device, memory_limit_mb, sandboxed
+    def __init__(self, device, memory_limit_mb, python=sys.executable):
+        self.device, self.memory_limit_mb = device, memory_limit_mb
         self.ready = False
-        if sandboxed:
-            sandbox_program()  # first: where the sandbox cannot start, nothing is made
-        self.exchange = exchange.Exchange(exchange.make_directory(),
-                                          exchange.make_shm_directory() if sandboxed else None)
+        sandbox_program()  # first: where the sandbox cannot start, nothing is made
+        self.exchange = exchange.Exchange(exchange.make_directory(), exchange.make_shm_directory())
         scratch = os.path.join(self.exchange.directory, "tmp")
         os.mkdir(scratch)
         env = dict(os.environ)
         env["PYTHONPATH"] = HARNESS_ROOT
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["OMP_WAIT_POLICY"] = "PASSIVE"  # idle pool threads sleep, so lingering work shows
-        if sandboxed:  # temporary files and the caches torch and Triton write go to the scratch
-            env.update(TMPDIR=scratch, XDG_CACHE_HOME=os.path.join(scratch, "cache"),
-                       TRITON_CACHE_DIR=os.path.join(scratch, "triton"))
+        # temporary files and the caches torch and Triton write go to the scratch
+        env.update(TMPDIR=scratch, XDG_CACHE_HOME=os.path.join(scratch, "cache"),
+                   TRITON_CACHE_DIR=os.path.join(scratch, "triton"))
         limit = int(memory_limit_mb) << 20 if device == "cpu" and memory_limit_mb else 0
         cmd_r, self.cmd_w = os.pipe()
         self.reply_r, reply_w = os.pipe()
@@ -135,20 +130,14 @@ class CandidateProcess:
         # The child's stdout is the worker's stderr, so a print cannot reach the reply channel.
         command = [python, "-P", "-m", "harness.candidate_runner", "--cmd-fd", str(cmd_r),
                    "--reply-fd", str(reply_w), "--device", device]
-        if sandboxed:
-            command = sandbox_command(self.exchange.directory, self.exchange.shm_directory, command,
-                                      "--info-fd", str(info_w))
+        command = sandbox_command(self.exchange.directory, self.exchange.shm_directory, command,
+                                  "--info-fd", str(info_w))
         self.proc = subprocess.Popen(
             command, pass_fds=(cmd_r, reply_w, info_w), stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
             cwd=self.exchange.directory, env=env, start_new_session=True, preexec_fn=limits)
         for fd in (cmd_r, reply_w, info_w):
             os.close(fd)
-        if sandboxed:
-            self.init_pid, self.init = self._namespace_init(info_r)
-        else:
-            os.close(info_r)
-            self.init_pid, self.init = None, None
-            self.exchange.owner_pid = self.proc.pid
+        self.init_pid, self.init = self._namespace_init(info_r)
 
     def _namespace_init(self, info_r):
         """The pid of the namespace's init and a pidfd of it, from bwrap's --info-fd (written and
@@ -161,9 +150,8 @@ class CandidateProcess:
         except (ValueError, KeyError, ProcessLookupError):
             return None, None
 
-    def fits(self, device, memory_limit_mb, sandboxed=True):
-        return (self.device, self.memory_limit_mb, self.sandboxed) == (device, memory_limit_mb, sandboxed) and \
-            self.proc.poll() is None
+    def fits(self, device, memory_limit_mb):
+        return (self.device, self.memory_limit_mb) == (device, memory_limit_mb) and self.proc.poll() is None
 
     def await_ready(self, deadline):
         """Consumes the child's first frame, sent once it has started."""
@@ -209,7 +197,7 @@ class CandidateProcess:
         """The processes in the child's PID namespace besides bwrap's init and the runner, seen in
         the namespace's own /proc: whatever the candidate started, by any route (guard.py's audit
         hook sees only Python's) and however detached."""
-        if self.init_pid is None:  # unsandboxed: guard.py's audit hook is all there is
+        if self.init_pid is None:  # bwrap failed before it made the namespace
             return []
         try:
             pids = os.listdir(f"/proc/{self.init_pid}/root/proc")
@@ -223,7 +211,7 @@ class CandidateProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return f"the candidate closed its channel {when}"
-        if self.sandboxed and code > 128:  # bwrap exits with 128 + N for a child killed by signal N
+        if code > 128:  # bwrap exits with 128 + N for a child killed by signal N
             code = -(code - 128)
         if code < 0:
             return f"crashed: the candidate was killed by signal {signal_name(-code)} {when}"
@@ -232,7 +220,7 @@ class CandidateProcess:
     def kill(self):
         """Kills the namespace's init, and with it everything in the namespace, and returns once
         the kernel reports the init's end: by then every other process there has been reaped."""
-        if self.init is None:  # unsandboxed, or bwrap failed before it made the namespace
+        if self.init is None:  # bwrap failed before it made the namespace
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

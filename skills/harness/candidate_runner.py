@@ -312,8 +312,7 @@ class Runner:
     def time(self, req):
         """Warm-up and timed runs on the set drawn from req's seed, kept for the requests that
         follow without one. The worker gives every timed run a seed of its own and compares
-        each one's output (evaluator.timed_runs), or, on CUDA as last verified on the H200
-        (harness.cuda_unverified off), one seed for all of them and compares the last."""
+        each one's output (evaluator.timed_runs)."""
         if "seed" in req:  # kept for the requests that follow without one
             self.timing_inputs = self._draw(req["seed"])
         if self.timing_inputs is None:

@@ -24,7 +24,6 @@ DEFAULTS = {
     "atol": 1e-2, "rtol": 1e-2, "input_sets": 5, "seed": 0, "warmup_runs": 3, "timed_runs": 20,
     "timeout_s": 120.0, "memory_limit_mb": 16384, "baseline_cache_dir": "", "baseline_max_age_s": 86400.0,
     "compile_mode": "default", "device": "cpu", "cpu_threads": 0, "max_cv": 0.25, "timing_cpus": [],
-    "cuda_unverified": False,
 }
 
 # A measurement whose spread (coefficient of variation, eager, compile or candidate) is above
@@ -142,19 +141,19 @@ class Evaluator:
         self.spare = None  # the next job's child, started during this one
         self.jobs = 0
 
-    def child_for(self, device, memory_limit_mb, sandboxed):
+    def child_for(self, device, memory_limit_mb):
         """This job's child, started ahead during the previous job where it could be, and a spare
         started now for the next one: a child's interpreter, torch, CUDA and guards take seconds
         (8-11 s on the H200 host). Each child still serves exactly one job. A worker's first job
         starts no spare: one that serves a single job (`cuda-agent check`) would waste it."""
         child, self.spare = self.spare, None
-        if child is None or not child.fits(device, memory_limit_mb, sandboxed):
+        if child is None or not child.fits(device, memory_limit_mb):
             if child is not None:
                 child.close()
-            child = CandidateProcess(device, memory_limit_mb, sandboxed=sandboxed)
+            child = CandidateProcess(device, memory_limit_mb)
         self.jobs += 1
         if self.jobs > 1:
-            self.spare = CandidateProcess(device, memory_limit_mb, sandboxed=sandboxed)
+            self.spare = CandidateProcess(device, memory_limit_mb)
         return child
 
     def quiet_spare(self, timeout_s=60.0):
@@ -228,9 +227,7 @@ class Evaluator:
         phases = PhaseLog(record["job_id"])
         # The child comes first: its interpreter, torch and CUDA come up while the reference runs
         # (or came up during the previous job).
-        # On CUDA the sandbox and the new timing wait for the H200 smoke stage (harness.cuda_unverified).
-        verified_only = device != "cpu" and not o["cuda_unverified"]
-        child = self.child_for(device, o["memory_limit_mb"], sandboxed=not verified_only)
+        child = self.child_for(device, o["memory_limit_mb"])
         try:
             model, init_inputs, state_dict, seeds, prints, first_inputs, refs = self.reference(
                 task, device, seed, int(o["input_sets"]))
@@ -282,12 +279,8 @@ class Evaluator:
                 if device != "cpu" or not o["timing_cpus"]:  # held cores: the spare starts beside them
                     self.quiet_spare()
                     phases.mark("spare")
-                if not verified_only:
-                    record["timing"] = self.profile(task, model, first_inputs, seeds[0], child, o, profile,
-                                                    violations, device, phases)
-                else:
-                    record["timing"] = self.profile_as_verified(task, model, first_inputs, seeds[0], refs[0], child,
-                                                                o, profile, violations, device, phases)
+                record["timing"] = self.profile(task, model, first_inputs, seeds[0], child, o, profile,
+                                                violations, device, phases)
             record["correct"] = error is None and not violations
             record["error"] = error or ""
         except CandidateFailure as e:
@@ -443,54 +436,6 @@ class Evaluator:
         if reliable and path and cached is None:
             self.write_baseline(path, eager, compiled, task, device)
         return timing_quality(baseline, cached["age_s"] if cached else 0.0, measurements, reliable, profile)
-
-    def profile_as_verified(self, task, model, inputs, seed0, ref0, child, o, profile, violations, device, phases):
-        """The timing last run on the H200 (4cfa51a), kept for CUDA until the smoke stage has run
-        profile() there (harness.cuda_unverified): every timed run on clones of the first set,
-        only the last timed output compared, no spread limit. A memo by content or call count
-        can win here; profile() is the fix."""
-        warmup, runs = int(o["warmup_runs"]), max(1, int(o["timed_runs"]))
-        timer = self.timer(device)
-        path = self.baseline_path(task, o, device)
-        cached, age = None, math.nan
-        if path and os.path.exists(path) and time.time() - os.path.getmtime(path) < float(o["baseline_max_age_s"]):
-            age = time.time() - os.path.getmtime(path)
-            with open(path) as f:
-                cached = json.load(f)
-        budget = float(o["timeout_s"])
-        eager, compiled, candidate = [], [], []
-        if cached is None:
-            compiled_fn = self.compiled_model(task, model, device, o)
-            for _ in range(warmup):
-                timer.time_once(model, inputs)
-                timer.time_once(compiled_fn, inputs)
-            # The child draws the first set once and keeps it for the single runs that follow.
-            reply = child.request({"op": "time", "seed": seed0, "warmup": warmup, "runs": 0},
-                                  time.monotonic() + budget)
-            self._check_time_reply(reply, violations)
-            phases.mark("warm_up")
-            for i in range(runs):  # interleaved: eager, compiled, candidate, eager, ...
-                eager.append(timer.time_once(model, inputs)[0])
-                compiled.append(timer.time_once(compiled_fn, inputs)[0])
-                reply = child.request({"op": "time", "warmup": 0, "runs": 1,
-                                       "return_output": i == runs - 1}, time.monotonic() + budget)
-                candidate.extend(self._check_time_reply(reply, violations))
-            if path:
-                self.write_baseline(path, eager, compiled, task, device)
-        else:
-            eager, compiled = cached["eager"], cached["compiled"]
-            reply = child.request({"op": "time", "seed": seed0, "warmup": warmup, "runs": runs,
-                                   "return_output": True}, time.monotonic() + budget)
-            candidate = self._check_time_reply(reply, violations)
-        if "output" in reply:
-            err = compare(child.take(reply["output"]), ref0, float(o["atol"]), float(o["rtol"]))
-            if err:
-                profile["error"] = f"the output of a timed run was wrong: {err}"
-        profile["eager"] = timing.stats(eager)
-        profile["compiled"] = timing.stats(compiled)
-        profile["candidate"] = timing.stats(candidate)
-        phases.mark("timed_runs")
-        return timing_quality("cached" if cached else "fresh", age if cached else 0.0, 1, True, profile)
 
     def timed_runs(self, task, model, compiled_fn, child, seeds, o, violations, device):
         """One measurement: per seed, the set drawn outside the timed region, eager timed on it

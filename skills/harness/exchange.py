@@ -100,10 +100,9 @@ class Exchange:
     """One job's exchange. On the worker's side shm_directory is the child's private /dev/shm,
     where its CUDA IPC reference counters are."""
 
-    def __init__(self, directory, shm_directory=None, owner_pid=None):
+    def __init__(self, directory, shm_directory=None):
         self.directory = directory
         self.shm_directory = shm_directory
-        self.owner_pid = owner_pid  # an unsandboxed child (CandidateProcess): its counters are in /dev/shm
         self.links = {}  # the child's counter file name -> this process's link to it in /dev/shm
         self.count = 0
 
@@ -143,8 +142,6 @@ class Exchange:
         if isinstance(name, dict):
             if self.shm_directory is not None:
                 return [_map_shared(d, self._ref_counter) for d in name.get("cuda_ipc") or []]
-            if self.owner_pid is not None:
-                return [_map_shared(d, self._own_ref_counter, wait_event=True) for d in name.get("cuda_ipc") or []]
             raise ValueError("CUDA IPC descriptors from a child whose /dev/shm is not known")
         if not isinstance(name, str) or not name or os.path.basename(name) != name or name.startswith("."):
             raise ValueError(f"bad exchange file name {name!r}")
@@ -188,21 +185,7 @@ class Exchange:
         return self.links[name]
 
 
-    def _own_ref_counter(self, name):
-        """For an unsandboxed child (as last verified on the H200, 4cfa51a): the counter must be a
-        full-size file in /dev/shm that torch made in the child's process."""
-        if not re.fullmatch(rf"/torch_{int(self.owner_pid)}_\d+_\d+", name):
-            raise ValueError(f"a CUDA IPC reference counter that is not the candidate's ({name!r})")
-        try:
-            counters_bytes = os.stat(os.path.join(_SHM, name[1:])).st_size
-        except OSError:
-            counters_bytes = 0
-        if counters_bytes < 8 * _REF_COUNTERS:  # a shorter file would fault when mapped and counted down
-            raise ValueError(f"the CUDA IPC reference counter file {name!r} is missing or short")
-        return name
-
-
-def _map_shared(d, ref_counter, wait_event=False):
+def _map_shared(d, ref_counter):
     """A tensor over the child's CUDA memory, from a put_outputs descriptor. The descriptor comes
     from the candidate's process: every field is checked, the reference counter must be a file of
     the child's own (ref_counter gives this process's name for it, Exchange._ref_counter) and the
@@ -235,7 +218,7 @@ def _map_shared(d, ref_counter, wait_event=False):
     # pid, 2 in its namespace, is every sandboxed child's. Nothing is lost: the child synchronises
     # the device before it replies, and an unfinished write could only make its own output wrong.
     storage = _new_shared_cuda(device, handle, storage_bytes, storage_offset_bytes, name.encode(),
-                               ref_offset, event_handle, event_sync and wait_event)
+                               ref_offset, event_handle, False)
     return torch.empty(0, dtype=dtype, device=torch.device("cuda", device)).set_(storage, offset, size, stride)
 
 

@@ -16,7 +16,6 @@
 #                  demonstration rollout and its hermetic replay. When every part passes it writes
 #                  $OUT_DIR/gpu-smoke.json (commit it as docs/gpu-smoke.json) with the content
 #                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json.
-#                  CUDA_UNVERIFIED=1 runs the harness.cuda_unverified parts too (recorded as such)
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -50,8 +49,6 @@ fi
 bin=build-gpu/tools/cuda-agent
 [ -x "$bin" ] || { echo "no $bin: run STAGE=build first on this machine" >&2; exit 2; }
 set_args=(--set "harness.python=$PYTHON" --set harness.timed_runs=20)
-# CUDA_UNVERIFIED=1: the harness parts not yet verified on the H200 run too (harness.cuda_unverified).
-if [ "${CUDA_UNVERIFIED:-0}" = 1 ]; then set_args+=(--set harness.cuda_unverified=true); export CUDA_AGENT_CUDA_UNVERIFIED=1; fi
 # Kernel builds sandbox compilers with bubblewrap where the host allows user namespaces.
 if ! bwrap --unshare-all --ro-bind / / --die-with-parent true 2>/dev/null; then set_args+=(--set build.sandbox=none); fi
 # The episode sandbox drops root to another user; where the host forbids that, keep root.
@@ -116,7 +113,6 @@ if [ "$stage" = smoke ]; then
     > "$out/rollout.txt" 2> "$out/rollout.err"
   step timeout "${REPLAY_S:-90}" "$bin" replay "$log" > "$out/replay.txt" 2>&1
   "$PYTHON" tools/gpu/smoke_record.py --steps "$out/steps.txt" --digest "$digest" --commit "${COMMIT:-unknown}" \
-    --seconds $((SECONDS - smoke_started)) --checks "$out/checks.txt" --out "$out" \
-    --cuda-unverified "${CUDA_UNVERIFIED:-0}"
+    --seconds $((SECONDS - smoke_started)) --checks "$out/checks.txt" --out "$out"
 fi
 cat "$out/steps.txt"

@@ -49,7 +49,6 @@ def main():
     ap.add_argument("--commit", required=True)
     ap.add_argument("--seconds", type=int, required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--cuda-unverified", default="0", help="1: harness.cuda_unverified was on")
     args = ap.parse_args()
     parts = read_steps(args.steps)
     rewards = read_checks(args.checks)
@@ -63,7 +62,7 @@ def main():
         len(rewards) >= 3 and all(isinstance(r, int) and r >= 1 for r in rewards.values())
     record = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "commit": args.commit, "digest": args.digest, "host": gpu, "seconds": args.seconds,
-              "passed": passed, "parts": parts, "cuda_unverified": args.cuda_unverified == "1"}
+              "passed": passed, "parts": parts}
     name = "gpu-smoke.json" if passed else "gpu-smoke-failed.json"
     with open(os.path.join(args.out, name), "w") as f:
         json.dump(record, f, indent=1, sort_keys=True)
