@@ -29,6 +29,8 @@ struct rollout_state {
   int32_t done = 0;
   int32_t retried = 0;
   int32_t histogram[4] = {0, 0, 0, 0};  // rewards -1, 1, 2, 3
+  int32_t admitted = 0;          // first attempts started (the staleness bound counts these)
+  int64_t batches_trained = 0;   // the learner's last learner_update.step
   std::map<std::string, std::pair<caf::actor, caf::actor>> live;  // episode id -> (episode, tools)
   caf::response_promise finished;
   bool finishing = false;  // the last episode has settled; the log is being flushed
@@ -52,7 +54,17 @@ void count(rollout_state& st, const episode_summary& summary) {
   ++st.done;
 }
 
-void settle(rollout_actor* self, const pending_episode& p, episode_summary summary) {
+// The trajectory of an episode that never produced one (it failed before or outside its actor).
+trajectory failed_trajectory(const episode_summary& s) {
+  trajectory t;
+  t.episode_id = s.episode_id;
+  t.task_id = s.task.id;
+  t.reason = termination::infrastructure_failure;
+  return t;
+}
+
+void settle(rollout_actor* self, const pending_episode& p, episode_summary summary,
+            trajectory record) {
   auto& st = self->state;
   const bool infrastructure = summary.ended.reason == termination::infrastructure_failure;
   if (infrastructure && p.attempt < st.plan.retries) {
@@ -63,6 +75,7 @@ void settle(rollout_actor* self, const pending_episode& p, episode_summary summa
     return;
   }
   count(st, summary);
+  if (st.services.learner) self->send(st.services.learner, std::move(record));
   summary.index = p.index;
   summary.attempts = p.attempt + 1;
   std::lock_guard<std::mutex> lock{st.results->mutex};
@@ -87,7 +100,9 @@ void abandon(rollout_actor* self, const pending_episode& p, const caf::actor& to
              const std::string& id, const task_spec& task, std::string why) {
   self->send_exit(tools, caf::exit_reason::user_shutdown);
   --self->state.running;
-  settle(self, p, infrastructure_failure(id, task, std::move(why)));
+  auto summary = infrastructure_failure(id, task, std::move(why));
+  auto record = failed_trajectory(summary);
+  settle(self, p, std::move(summary), std::move(record));
   admit(self);
 }
 
@@ -107,12 +122,12 @@ void launch_episode(rollout_actor* self, const pending_episode& p, const episode
   const auto limit = config.wall_clock + config.job_timeout * 2 + config.policy_timeout;
   self->request(episode, limit, start_atom::value)
       .then(
-          [=](episode_ended& ended, reward_record& verdict, trajectory&) {
+          [=](episode_ended& ended, reward_record& verdict, trajectory& record) {
             self->state.live.erase(id);
             self->send_exit(tools, caf::exit_reason::user_shutdown);
             if (!self->state.finished.pending()) return;  // the run was stopped
             --self->state.running;
-            settle(self, p, {id, p.index, task, 1, ended, verdict});
+            settle(self, p, {id, p.index, task, 1, ended, verdict}, std::move(record));
             admit(self);
           },
           [=](caf::error& error) {
@@ -140,7 +155,9 @@ void start_episode(rollout_actor* self, pending_episode p) {
     tools = st.services.make_tools(config);
   } catch (const std::exception& e) {
     --st.running;
-    settle(self, p, infrastructure_failure(id, task, e.what()));
+    auto summary = infrastructure_failure(id, task, e.what());
+    auto record = failed_trajectory(summary);
+    settle(self, p, std::move(summary), std::move(record));
     return;
   }
   if (!st.services.policy_supervisor) {
@@ -155,11 +172,19 @@ void start_episode(rollout_actor* self, pending_episode p) {
             });
 }
 
+// Whether `next` may start now under the learner's staleness bound (rollout_manager.hpp).
+bool within_staleness(const rollout_state& st, const pending_episode& next) {
+  if (!st.services.learner || next.attempt > 0) return true;
+  const int64_t batch = st.admitted / std::max<int32_t>(1, st.plan.batch_episodes);
+  return batch <= st.batches_trained + st.plan.staleness;
+}
+
 void admit(rollout_actor* self) {
   auto& st = self->state;
-  while (st.running < st.plan.concurrency && !st.queue.empty()) {
+  while (st.running < st.plan.concurrency && !st.queue.empty() && within_staleness(st, st.queue.front())) {
     auto next = st.queue.front();
     st.queue.pop_front();
+    if (next.attempt == 0) ++st.admitted;
     start_episode(self, next);
   }
   if (st.running == 0 && st.queue.empty() && st.finished.pending()) finish(self);
@@ -201,12 +226,23 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
   st.results = std::move(results);
   // Without its log a run can be neither inspected nor replayed: when the recorder dies (a full
   // disk ends it, recorder.hpp), the run stops with an error that says so, and so do its episodes.
-  if (st.services.recorder) {
-    self->monitor(st.services.recorder);
+  // Without its learner, a training run's admission would wait for ever: it stops too.
+  if (st.services.recorder) self->monitor(st.services.recorder);
+  if (st.services.learner) self->monitor(st.services.learner);
+  if (st.services.recorder || st.services.learner) {
     self->set_down_handler([=](caf::down_msg& down) {
       auto& st = self->state;
-      if (down.source != st.services.recorder.address() || !st.finished.pending()) return;
-      auto error = recorder_stopped(self, down.reason);
+      if (!st.finished.pending()) return;
+      caf::error error;
+      if (st.services.recorder && down.source == st.services.recorder.address()) {
+        error = recorder_stopped(self, down.reason);
+      } else if (st.services.learner && down.source == st.services.learner.address()) {
+        const auto why = "the learner stopped (" + self->system().render(down.reason) + "); the rollout stops";
+        spdlog::error("{}", why);
+        error = caf::make_error(caf::sec::runtime_error, why);
+      } else {
+        return;
+      }
       for (const auto& [id, actors] : st.live) {
         self->send_exit(actors.first, caf::exit_reason::user_shutdown);
         self->send_exit(actors.second, caf::exit_reason::user_shutdown);
@@ -235,6 +271,10 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
           if (!settled[static_cast<std::size_t>(i)]) st.queue.push_back({i, 0});
         admit(self);
         return st.finished;
+      },
+      [=](learner_update& update) {
+        self->state.batches_trained = update.step;
+        admit(self);
       },
       [=](status_atom) {
         const auto& st = self->state;

@@ -4,7 +4,16 @@
 // to a budget, but never one whose candidate failed: that result is the agent's and it stands.
 //
 // `(run_atom)` starts the run and is answered with the number of episodes once all have ended;
-// `(status_atom)` answers progress at any time. Per-episode results are appended to a
+// `(status_atom)` answers progress at any time.
+//
+// With a learner (rollout_services::learner, actors/learner/learner_actor.hpp) every settled
+// episode's trajectory goes to it, and admission is bounded by staleness: the k-th episode (in
+// first-attempt order) belongs to batch floor(k / batch_episodes) and starts only once the
+// learner has consumed batch floor(k / batch_episodes) - staleness - 1 (its learner_update says
+// how many batches it has consumed). Staleness 0 is synchronous: a batch is sampled wholly by the
+// weights trained on every batch before it; staleness s lets sampling run s batches ahead of
+// training. Retries are not held back: they stand in for an episode already admitted. A learner
+// that stops ends the run with an error that says so. Per-episode results are appended to a
 // rollout_results shared with the caller (read after the run's answer), and every message of
 // every episode goes to the recorder.
 #pragma once
@@ -57,6 +66,9 @@ struct rollout_plan {
   std::filesystem::path episodes_dir;
   workdir_sources sources;
   episode_config base;  // policy name, device, budgets, prompt; ids and paths are filled per episode
+  // With a learner only: episodes per learner batch and the admission bound (above).
+  int32_t batch_episodes = 1;
+  int32_t staleness = 0;
 };
 
 struct rollout_services {
@@ -70,6 +82,9 @@ struct rollout_services {
   // When set, every episode asks it for its current child "policy" before it starts, so that an
   // episode retried after the policy actor crashed talks to the restarted one.
   caf::actor policy_supervisor;
+  // When set, every settled episode's trajectory goes to it and admission waits for its
+  // learner_update messages (above).
+  caf::actor learner;
 };
 
 caf::actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,

@@ -299,6 +299,8 @@ const std::vector<setting_spec>& settings::schema() {
        "Complete checkpoints kept; older ones are deleted."},
       {"learner.seed", T::integer, "0", {}, 0, int64_t{1} << 62,
        "Seed of the learner's batch draws."},
+      {"learner.staleness", T::integer, "1", {}, 0, 1000,
+       "train --live: batches that sampling may run ahead of training (0: synchronous)."},
       {"sandbox.mode", T::choice, "bwrap", {"bwrap", "none"}, 0, 0,
        "How agent commands are isolated: bwrap (bubblewrap namespaces) or none (no isolation; "
        "only for hosts without bubblewrap, and only when set explicitly)."},

@@ -1,9 +1,13 @@
 #include "tools/cli/pipeline.hpp"
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +21,9 @@
 #include "actors/supervisor.hpp"
 #include "messages/registry.hpp"
 #include "tools/cli/commands.hpp"
+#ifdef CUDA_AGENT_HAVE_CUDA
+#include "kernels/device_query.hpp"
+#endif
 
 namespace cuda_agent::cli {
 namespace {
@@ -101,6 +108,7 @@ node_services start_node_services(caf::actor_system& system, const settings& con
                                       return policy::spawn_policy(sys, backend, limits);
                                     }});
     node.policy_supervisor = spawn_supervisor(system, std::move(supervision));
+    node.policy_backend = backend;
   }
   node.compiler = spawn_compiler_pool(system, build::build_settings::from(config),
                                       pool_limits(config, "rollout.compiler_workers"));
@@ -114,6 +122,32 @@ node_services start_node_services(caf::actor_system& system, const settings& con
     return spawn_episode_tools(system, std::move(session));
   };
   return node;
+}
+
+// The set's tasks whose ids match one of the globs, in the set's order.
+std::vector<task_spec> select_tasks(std::vector<task_spec> tasks, const std::vector<std::string>& globs,
+                                    const std::string& set_name) {
+  if (globs.empty()) return tasks;
+  std::vector<task_spec> chosen;
+  for (auto& task : tasks)
+    if (std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
+          return ::fnmatch(glob.c_str(), task.id.c_str(), 0) == 0;
+        }))
+      chosen.push_back(std::move(task));
+  if (chosen.empty())
+    throw usage_error{fmt::format("no task of set {} matches --tasks {} (`cuda-agent corpus list {}` "
+                                  "lists its ids)",
+                                  set_name, fmt::join(globs, ","), set_name)};
+  return chosen;
+}
+
+// "auto": cuda where the CUDA runtime lists a GPU, else cpu.
+std::string resolve_device(const std::string& device) {
+  if (device != "auto") return device;
+#ifdef CUDA_AGENT_HAVE_CUDA
+  if (!query_gpus().devices.empty()) return "cuda";
+#endif
+  return "cpu";
 }
 
 workdir_sources default_workdir_sources() {

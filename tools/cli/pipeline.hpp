@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -15,6 +16,7 @@
 #include "actors/episode_workdir.hpp"
 #include "actors/harness/harness_process.hpp"
 #include "actors/message_log/format.hpp"
+#include "actors/policy/policy_backend.hpp"
 #include "config/settings.hpp"
 
 namespace cuda_agent::cli {
@@ -25,6 +27,9 @@ struct node_services {
   // provides its own policy): a policy actor that crashes is restarted with the same backend,
   // and episodes ask the supervisor for the current one (rollout_services::policy_supervisor).
   caf::actor policy_supervisor;
+  // The backend the policy actor serves (empty without a policy): `train --live` pushes new
+  // weights into it (policy::torch_backend::update_weights).
+  std::shared_ptr<policy::policy_backend> policy_backend;
   worker_pool compiler;
   worker_pool gpu;
   // Starts the tools of an episode whose directory is prepared (sandbox per sandbox.*).
@@ -49,6 +54,14 @@ void hold_timing_cpus(const harness::harness_settings& settings, const std::stri
 node_services start_node_services(caf::actor_system& system, const settings& config,
                                   const std::string& device, const std::filesystem::path& log_dir,
                                   bool with_policy);
+
+// The set's tasks whose ids match one of the globs (all when there are none), in the set's
+// order; a usage_error when none matches.
+std::vector<task_spec> select_tasks(std::vector<task_spec> tasks, const std::vector<std::string>& globs,
+                                    const std::string& set_name);
+
+// "auto": cuda where the CUDA runtime lists a GPU, else cpu; any other name as it is.
+std::string resolve_device(const std::string& device);
 
 // Where the workdir template and SKILL.md are taken from (this source tree).
 workdir_sources default_workdir_sources();

@@ -1,7 +1,6 @@
 // `cuda-agent rollout`: episodes over a corpus set through the whole pipeline (policy, sandboxed
 // tools, compiler pool, GPU pool, locked harness), every message into the log, with a live
 // progress line and a final table.
-#include <fnmatch.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,9 +18,6 @@
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
 #include "corpus/task_index.hpp"
-#ifdef CUDA_AGENT_HAVE_CUDA
-#include "kernels/device_query.hpp"
-#endif
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
 
@@ -39,23 +35,6 @@ struct rollout_options {
   std::vector<std::string> task_globs;  // empty: every task of the set
   bool resume = false;
 };
-
-// The set's tasks whose ids match one of the globs, in the set's order.
-std::vector<task_spec> select_tasks(std::vector<task_spec> tasks, const std::vector<std::string>& globs,
-                                    const std::string& set_name) {
-  if (globs.empty()) return tasks;
-  std::vector<task_spec> chosen;
-  for (auto& task : tasks)
-    if (std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
-          return ::fnmatch(glob.c_str(), task.id.c_str(), 0) == 0;
-        }))
-      chosen.push_back(std::move(task));
-  if (chosen.empty())
-    throw usage_error{fmt::format("no task of set {} matches --tasks {} (`cuda-agent corpus list {}` "
-                                  "lists its ids)",
-                                  set_name, fmt::join(globs, ","), set_name)};
-  return chosen;
-}
 
 struct table_row {
   int episodes = 0, passed = 0, beat_eager = 0, beat_compile = 0;
@@ -150,15 +129,6 @@ void print_table(const std::vector<episode_summary>& results) {
   line("all", all);
   std::cout << "(pass: reward >= 1; > eager / > compile: at least 5% faster, rewards 2 and 3; "
                "geomeans over passing candidates)\n";
-}
-
-// "auto": cuda where the CUDA runtime lists a GPU, else cpu.
-std::string resolve_device(const std::string& device) {
-  if (device != "auto") return device;
-#ifdef CUDA_AGENT_HAVE_CUDA
-  if (!query_gpus().devices.empty()) return "cuda";
-#endif
-  return "cpu";
 }
 
 int run_rollout(const settings& config, rollout_options o) {
