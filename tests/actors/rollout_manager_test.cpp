@@ -2,7 +2,9 @@
 // infrastructure failures only, and the retry budget. Episode directories are real.
 #include "tests/actors/scripted_peers.hpp"
 
+#include <algorithm>
 #include <future>
+#include <map>
 
 #include "actors/rollout_manager.hpp"
 #include "actors/supervisor.hpp"
@@ -82,6 +84,15 @@ struct rollout_fixture : peers_fixture {
     self->send_exit(manager, caf::exit_reason::user_shutdown);
     self->send_exit(policy, caf::exit_reason::user_shutdown);
     return {error, results};
+  }
+
+  // Tools for one episode (the manager stops them after it) that answer every call "ok".
+  caf::actor own_tools() {
+    return system->spawn([](caf::event_based_actor*) -> caf::behavior {
+      return {[](const tool_request& r) {
+        return tool_result{r.episode_id, r.call.call_id, r.call.tool, "ok", 0, false, false, 1};
+      }};
+    });
   }
 
   std::vector<episode_summary> run_rollout(int episodes, int concurrency, int retries,
@@ -225,6 +236,115 @@ TEST_F(rollout_fixture, a_recorder_that_dies_as_the_last_episode_ends_fails_the_
   });
   const auto [error, results] = run_losing_the_log(policy, "r3", 1, 1);
   EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
+}
+
+// A learner (learner_actor.hpp's protocol) that answers each `batch`-th trajectory with a
+// learner_update 50 ms later, as a step would take, counting what it got.
+caf::behavior slow_learner(caf::event_based_actor* self, int32_t batch, std::shared_ptr<std::atomic<int>> trained,
+                           std::shared_ptr<std::vector<trajectory>> got) {
+  return {[=](trajectory& t) {
+    got->push_back(std::move(t));
+    if (got->size() % static_cast<std::size_t>(batch) != 0) return;
+    auto to = caf::actor_cast<caf::actor>(self->current_sender());
+    self->delayed_send(self, 50ms, caf::make_message(to, static_cast<int64_t>(got->size() / batch)));
+  },
+          [=](caf::actor& to, int64_t step) {
+            trained->store(static_cast<int>(step));
+            learner_update u;
+            u.step = step;
+            u.weight_version = step;
+            self->send(to, u);
+          }};
+}
+
+// Answers "done", noting for each episode's first request how many batches the learner had
+// consumed by then; an error (a dead server) for episodes whose id contains `fail_marker`.
+caf::behavior noting_policy(caf::event_based_actor*, std::shared_ptr<std::atomic<int>> trained,
+                            std::shared_ptr<std::map<std::string, int>> first_request, std::string fail_marker) {
+  return {[=](const policy_request& request) -> caf::result<policy_response> {
+    first_request->emplace(request.episode_id, trained->load());
+    if (request.episode_id.find(fail_marker) != std::string::npos)
+      return caf::make_error(caf::sec::runtime_error, "model server connection refused");
+    policy_response r = done();
+    r.episode_id = request.episode_id;
+    r.turn = request.turn;
+    return r;
+  }};
+}
+
+TEST_F(rollout_fixture, with_a_learner_episodes_start_only_within_the_staleness_bound) {
+  for (const int32_t staleness : {0, 1}) {
+    auto trained = std::make_shared<std::atomic<int>>(0);
+    auto got = std::make_shared<std::vector<trajectory>>();
+    auto first_request = std::make_shared<std::map<std::string, int>>();
+    const std::string run_id = "s" + std::to_string(staleness);
+    auto policy = system->spawn(noting_policy, trained, first_request, run_id + "-0001");
+    auto learner = system->spawn(slow_learner, 2, trained, got);
+    rollout_plan plan;
+    plan.run_id = run_id;
+    plan.tasks = {config().task};
+    plan.episodes = 8;
+    plan.concurrency = 8;  // only the bound holds episodes back
+    plan.retries = 0;      // episode 0001's dead server settles it as an infrastructure failure
+    plan.episodes_dir = dir.path() / "episodes";
+    plan.base = config();
+    plan.batch_episodes = 2;
+    plan.staleness = staleness;
+    auto results = std::make_shared<rollout_results>();
+    rollout_services services{policy, compiler, gpu, recorder, [this](const episode_config&) { return own_tools(); }};
+    services.learner = learner;
+    auto manager = spawn_rollout_manager(*system, plan, services, results);
+    caf::scoped_actor self{*system};
+    int32_t count = -1;
+    self->request(manager, 60s, run_atom::value)
+        .receive([&](int32_t n) { count = n; }, [](caf::error& e) { FAIL() << caf::to_string(e); });
+    EXPECT_EQ(count, 8) << "staleness " << staleness;
+    ASSERT_EQ(first_request->size(), 8u);
+    for (const auto& [id, batches_trained] : *first_request) {
+      const int index = std::stoi(id.substr(run_id.size() + 1, 4));
+      EXPECT_LE(index / 2, batches_trained + staleness) << id << " started too early (staleness " << staleness << ")";
+    }
+    // Every settled episode reached the learner, the infrastructure failure too (so its batch closed).
+    ASSERT_EQ(got->size(), 8u);
+    EXPECT_EQ(std::count_if(got->begin(), got->end(),
+                            [](const trajectory& t) { return t.reason == termination::infrastructure_failure; }),
+              1);
+    self->send_exit(manager, caf::exit_reason::user_shutdown);
+    self->send_exit(policy, caf::exit_reason::user_shutdown);
+    self->send_exit(learner, caf::exit_reason::user_shutdown);
+  }
+}
+
+TEST_F(rollout_fixture, a_learner_that_stops_ends_the_run_with_an_error_that_says_so) {
+  auto trained = std::make_shared<std::atomic<int>>(0);
+  auto first_request = std::make_shared<std::map<std::string, int>>();
+  auto policy = system->spawn(noting_policy, trained, first_request, "none");
+  // Quits at the first trajectory, as a learner whose step threw does.
+  auto learner = system->spawn([](caf::event_based_actor* self) -> caf::behavior {
+    return {[=](trajectory&) { self->quit(caf::make_error(caf::sec::runtime_error, "the step failed")); }};
+  });
+  rollout_plan plan;
+  plan.run_id = "dead";
+  plan.tasks = {config().task};
+  plan.episodes = 6;
+  plan.concurrency = 2;
+  plan.episodes_dir = dir.path() / "episodes";
+  plan.base = config();
+  plan.batch_episodes = 1;
+  plan.staleness = 0;
+  auto results = std::make_shared<rollout_results>();
+  rollout_services services{policy, compiler, gpu, recorder, [this](const episode_config&) { return own_tools(); }};
+  services.learner = learner;
+  auto manager = spawn_rollout_manager(*system, plan, services, results);
+  caf::scoped_actor self{*system};
+  std::string error;
+  self->request(manager, 60s, run_atom::value)
+      .receive([](int32_t) { FAIL() << "the run finished without its learner"; },
+               [&](caf::error& e) { error = system->render(e); });
+  EXPECT_NE(error.find("the learner stopped"), std::string::npos) << error;
+  EXPECT_LT(first_request->size(), 6u) << "episodes kept starting without a learner";
+  self->send_exit(manager, caf::exit_reason::user_shutdown);
+  self->send_exit(policy, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace
