@@ -71,6 +71,8 @@ def test_synchronous_live_ppo_samples_each_batch_with_the_weights_of_the_one_bef
         [(1, "ppo", True, 2), (2, "ppo", True, 2)], lines
     assert [m["sampled_versions"] for m in lines] == [[0, 0], [1, 1]], lines
     assert all(m["version_lag"] == 0 and "skipped" not in m and m["episodes"] == 2 for m in lines), lines
+    # A random model writes no kernel: nothing passes, and the rates say so.
+    assert all((m["pass_rate"], m["faster_than_eager"], m["faster_than_compile"]) == (0, 0, 0) for m in lines), lines
 
     log = out / "rollout_log"
     updates = [r["payload"] for r in export(log, "learner_update")]

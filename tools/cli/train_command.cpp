@@ -225,6 +225,20 @@ void run_live_ppo(const settings& learner_config, const live_options& lo, const 
       line["rollout_episodes"] = trajectories.size();
       line["sampled_versions"] = {oldest, newest};
       line["version_lag"] = oldest < 0 ? 0 : sampled_at - oldest;
+      // The batch's outcomes by the milestones (reward >= 1 passes, 2 beats eager, 3 compile),
+      // over the episodes the agent ended (infrastructure failures left out).
+      int64_t ended = 0, passed = 0, beat_eager = 0, beat_compile = 0;
+      for (const auto& t : trajectories) {
+        if (t.reason == termination::infrastructure_failure) continue;
+        ++ended;
+        passed += t.reward >= 1;
+        beat_eager += t.reward >= 2;
+        beat_compile += t.reward >= 3;
+      }
+      auto rate = [ended](int64_t n) { return ended > 0 ? static_cast<double>(n) / static_cast<double>(ended) : 0.0; };
+      line["pass_rate"] = rate(passed);
+      line["faster_than_eager"] = rate(beat_eager);
+      line["faster_than_compile"] = rate(beat_compile);
       if (!skipped.empty()) line["skipped"] = skipped;
       stage.write_metrics(line);
       learner_update update;
