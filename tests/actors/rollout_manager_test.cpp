@@ -60,11 +60,8 @@ struct rollout_fixture : peers_fixture {
   std::shared_ptr<std::atomic<int>> most = std::make_shared<std::atomic<int>>(0);
   std::atomic<int> tools_started{0};
 
-  // Runs `episodes` episodes of the fixture's task, `concurrency` at a time, against a policy
-  // that ends the recorder; returns the error the run ended with and what it settled. Stops the
-  // manager and the policy.
-  std::pair<std::string, std::shared_ptr<rollout_results>> run_losing_the_log(
-      caf::actor policy, std::string run_id, int32_t episodes, int32_t concurrency) {
+  // A plan of `episodes` episodes of the fixture's task, `concurrency` at a time.
+  rollout_plan plan_for(std::string run_id, int32_t episodes, int32_t concurrency) {
     rollout_plan plan;
     plan.run_id = std::move(run_id);
     plan.tasks = {config().task};
@@ -72,6 +69,15 @@ struct rollout_fixture : peers_fixture {
     plan.concurrency = concurrency;
     plan.episodes_dir = dir.path() / "episodes";
     plan.base = config();
+    return plan;
+  }
+
+  // Runs `episodes` episodes of the fixture's task, `concurrency` at a time, against a policy
+  // that ends the recorder; returns the error the run ended with and what it settled. Stops the
+  // manager and the policy.
+  std::pair<std::string, std::shared_ptr<rollout_results>> run_losing_the_log(
+      caf::actor policy, std::string run_id, int32_t episodes, int32_t concurrency) {
+    rollout_plan plan = plan_for(std::move(run_id), episodes, concurrency);
     auto results = std::make_shared<rollout_results>();
     rollout_services services{policy, compiler, gpu, recorder,
                               [this](const episode_config&) { return tools; }};
@@ -99,27 +105,15 @@ struct rollout_fixture : peers_fixture {
                                            std::string fail_marker = {},
                                            caf::actor policy_supervisor = {}) {
     auto policy = system->spawn(counting_policy, inside, most, fail_marker);
-    rollout_plan plan;
-    plan.run_id = "r1";
-    plan.tasks = {config().task};
+    rollout_plan plan = plan_for("r1", episodes, concurrency);
     plan.tasks.push_back(plan.tasks[0]);
     plan.tasks[1].id = "smoke-mul";
-    plan.episodes = episodes;
-    plan.concurrency = concurrency;
     plan.retries = retries;
-    plan.episodes_dir = dir.path() / "episodes";
-    plan.base = config();
     auto results = std::make_shared<rollout_results>();
     rollout_services services{policy, compiler, gpu, recorder, [this](const episode_config& c) {
                                 ++tools_started;
                                 EXPECT_TRUE(std::filesystem::exists(c.workdir / "model.py"));
-                                // Each episode gets its own; the manager stops it afterwards.
-                                return system->spawn([](caf::event_based_actor*) -> caf::behavior {
-                                  return {[](const tool_request& r) {
-                                    return tool_result{r.episode_id, r.call.call_id, r.call.tool,
-                                                       "ok", 0, false, false, 1};
-                                  }};
-                                });
+                                return own_tools();
                               },
                               policy_supervisor};
     auto manager = spawn_rollout_manager(*system, plan, services, results);
@@ -280,14 +274,8 @@ TEST_F(rollout_fixture, with_a_learner_episodes_start_only_within_the_staleness_
     const std::string run_id = "s" + std::to_string(staleness);
     auto policy = system->spawn(noting_policy, trained, first_request, run_id + "-0001");
     auto learner = system->spawn(slow_learner, 2, trained, got);
-    rollout_plan plan;
-    plan.run_id = run_id;
-    plan.tasks = {config().task};
-    plan.episodes = 8;
-    plan.concurrency = 8;  // only the bound holds episodes back
-    plan.retries = 0;      // episode 0001's dead server settles it as an infrastructure failure
-    plan.episodes_dir = dir.path() / "episodes";
-    plan.base = config();
+    rollout_plan plan = plan_for(run_id, 8, 8);  // concurrency 8: only the bound holds episodes back
+    plan.retries = 0;  // episode 0001's dead server settles it as an infrastructure failure
     plan.batch_episodes = 2;
     plan.staleness = staleness;
     auto results = std::make_shared<rollout_results>();
@@ -323,13 +311,7 @@ TEST_F(rollout_fixture, a_learner_that_stops_ends_the_run_with_an_error_that_say
   auto learner = system->spawn([](caf::event_based_actor* self) -> caf::behavior {
     return {[=](trajectory&) { self->quit(caf::make_error(caf::sec::runtime_error, "the step failed")); }};
   });
-  rollout_plan plan;
-  plan.run_id = "dead";
-  plan.tasks = {config().task};
-  plan.episodes = 6;
-  plan.concurrency = 2;
-  plan.episodes_dir = dir.path() / "episodes";
-  plan.base = config();
+  rollout_plan plan = plan_for("dead", 6, 2);
   plan.batch_episodes = 1;
   plan.staleness = 0;
   auto results = std::make_shared<rollout_results>();

@@ -7,25 +7,14 @@ staleness 0 no episode of a batch started before the learner had consumed the ba
 and that the run leaves checkpoints and a changed actor."""
 import json
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
 from test_torch_policy import SOURCE, binary, export, make_model, train_tokenizer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def scratch():
-    # Sandboxed commands may run as another user, who must reach the workdir.
-    path = pathlib.Path(tempfile.mkdtemp(prefix="cuda-agent-live-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

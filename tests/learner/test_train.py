@@ -7,11 +7,9 @@ as an uninterrupted one."""
 import json
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -22,15 +20,6 @@ from test_torch_policy import binary, make_model, train_tokenizer  # noqa: E402
 from test_demo_tokens import rollout  # noqa: E402
 
 STEPS = {"rft": 6, "value_pretrain": 2, "ppo": 2}
-
-
-@pytest.fixture(scope="module")
-def scratch():
-    # Sandboxed commands may run as another user, who must reach the workdir.
-    path = pathlib.Path(tempfile.mkdtemp(prefix="cuda-agent-train-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

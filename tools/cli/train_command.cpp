@@ -148,7 +148,7 @@ std::pair<int64_t, int64_t> version_range(const std::vector<learner::episode_sam
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (const auto& s : samples)
     for (const auto v : s.turn_versions) lo = std::min(lo, v), hi = std::max(hi, v);
-  return samples.empty() || lo > hi ? std::pair<int64_t, int64_t>{-1, -1} : std::pair{lo, hi};
+  return lo > hi ? std::pair<int64_t, int64_t>{-1, -1} : std::pair{lo, hi};  // no turns at all
 }
 
 // What a live PPO stage needs from run_train: the learner, its actor, the step counter and how
@@ -226,16 +226,14 @@ void run_live_ppo(const settings& learner_config, const live_options& lo, const 
       line["sampled_versions"] = {oldest, newest};
       line["version_lag"] = oldest < 0 ? 0 : sampled_at - oldest;
       // The batch's outcomes by the milestones (reward >= 1 passes, 2 beats eager, 3 compile),
-      // over the episodes the agent ended (infrastructure failures left out).
-      int64_t ended = 0, passed = 0, beat_eager = 0, beat_compile = 0;
+      // over the episodes the agent ended (the learner actor leaves infrastructure failures out).
+      int64_t passed = 0, beat_eager = 0, beat_compile = 0;
       for (const auto& t : trajectories) {
-        if (t.reason == termination::infrastructure_failure) continue;
-        ++ended;
         passed += t.reward >= 1;
         beat_eager += t.reward >= 2;
         beat_compile += t.reward >= 3;
       }
-      auto rate = [ended](int64_t n) { return ended > 0 ? static_cast<double>(n) / static_cast<double>(ended) : 0.0; };
+      auto rate = [n = trajectories.size()](int64_t k) { return static_cast<double>(k) / static_cast<double>(n); };
       line["pass_rate"] = rate(passed);
       line["faster_than_eager"] = rate(beat_eager);
       line["faster_than_compile"] = rate(beat_compile);
