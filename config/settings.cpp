@@ -279,6 +279,8 @@ const std::vector<setting_spec>& settings::schema() {
        "Episodes per step, drawn without replacement from the stage's episodes (all of them when fewer)."},
       {"learner.actor_lr", T::real, "3e-6", {}, 0, 0,
        "AdamW learning rate of the actor."},
+      {"learner.rft_lr", T::real, "0", {}, 0, 0,
+       "AdamW learning rate of the actor during RFT; 0: learner.actor_lr."},
       {"learner.critic_lr", T::real, "6e-6", {}, 0, 0,
        "AdamW learning rate of the critic."},
       {"learner.max_grad_norm", T::real, "1.0", {}, 0, 0,
@@ -301,6 +303,27 @@ const std::vector<setting_spec>& settings::schema() {
        "Seed of the learner's batch draws."},
       {"learner.staleness", T::integer, "1", {}, 0, 1000,
        "train --live: batches that sampling may run ahead of training (0: synchronous)."},
+      {"learner.init_model", T::choice, "none", {"none", "tiny"}, 0, 0,
+       "What train does when learner.model_dir holds no checkpoint: none refuses; tiny creates a "
+       "tiny random Qwen2 with its own BPE tokenizer there (tools/learn/tiny_model.py)."},
+      {"learner.init_hidden", T::integer, "64", {}, 8, 8192,
+       "Hidden size of the model learner.init_model = tiny creates (a multiple of 8)."},
+      {"learner.init_layers", T::integer, "2", {}, 1, 256,
+       "Layers of the model learner.init_model = tiny creates."},
+      {"learner.corpus", T::string, "", {}, 0, 0,
+       "The task set of train's rollouts (demonstrations, live PPO, evaluation): a set name or "
+       "directory; empty: bench on cuda, smoke on cpu. train --corpus overrides it."},
+      {"learner.tasks", T::string, "", {}, 0, 0,
+       "Globs over the task ids of learner.corpus, comma-separated; empty: every task. train "
+       "--tasks overrides it."},
+      {"learner.record_demos", T::boolean, "false", {}, 0, 0,
+       "Before training, roll out the shipped demonstrations of the tasks in the model's tokens "
+       "(--policy demo) into DIR/demo_log and train on it with learner.logs."},
+      {"learner.live", T::boolean, "false", {}, 0, 0,
+       "PPO on live rollouts of the torch policy over the tasks (the same as train --live)."},
+      {"learner.evaluate", T::boolean, "false", {}, 0, 0,
+       "Greedy rollouts of the tasks with the actor before training and after RFT and PPO, "
+       "each a line of DIR/eval.jsonl."},
       {"sandbox.mode", T::choice, "bwrap", {"bwrap", "none"}, 0, 0,
        "How agent commands are isolated: bwrap (bubblewrap namespaces) or none (no isolation; "
        "only for hosts without bubblewrap, and only when set explicitly)."},

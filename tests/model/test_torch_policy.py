@@ -15,12 +15,15 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
 import torch
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(SOURCE / "tools" / "learn"))
+import tiny_model  # noqa: E402  the shipped tokenizer builder (learner.init_model = "tiny")
 
 
 def find_template():
@@ -35,11 +38,7 @@ def find_template():
 
 
 TEMPLATE = find_template()
-QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"""
-               r"""[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 CALL_JSON = '\n{"name": "Bash", "arguments": {"command": "ls"}}\n'
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-           "<tool_response>", "</tool_response>"]
 
 
 def binary():
@@ -50,28 +49,15 @@ def binary():
 
 
 def train_tokenizer(path):
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
-    from tokenizers import pre_tokenizers, trainers
+    from tokenizers import AddedToken
 
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), "isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tok.decoder = decoders.ByteLevel()
     texts = [(SOURCE / "skills" / "SKILL.md").read_text()]
     texts += [p.read_text() for p in sorted((SOURCE / "skills" / "tools").glob("*.json"))]
     texts += [p.read_text() for p in sorted((SOURCE / "corpus" / "tasks" / "smoke").glob("*.py"))]
-    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
+    tok = tiny_model.bpe_tokenizer(texts, 3000)
     tok.add_tokens([AddedToken(CALL_JSON, normalized=False, special=False)])
     tok.save(str(path / "tokenizer.json"))
-    config = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
-              "tokenizer_class": "PreTrainedTokenizerFast"}
-    if TEMPLATE:  # else the chat format is taken from config.json's model_type
-        config["chat_template"] = TEMPLATE
-    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    tiny_model.write_tokenizer_config(path, TEMPLATE)
     return tok
 
 

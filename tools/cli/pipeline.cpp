@@ -1,6 +1,7 @@
 #include "tools/cli/pipeline.hpp"
 
 #include <fnmatch.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <fstream>
@@ -85,6 +86,26 @@ void hold_timing_cpus(const harness::harness_settings& settings, const std::stri
   }
   spdlog::info("harness: core {} held for CPU timed runs; everything else runs beside it (harness.timing_cpus)",
                fmt::join(cpus, ","));
+}
+
+cpu_affinity::cpu_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return;  // restore() then does nothing
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus_.push_back(c);
+}
+
+void cpu_affinity::restore() const {
+  if (cpus_.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int c : cpus_) CPU_SET(c, &set);
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    const pid_t tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
+    ::sched_setaffinity(tid, sizeof set, &set);  // a thread that ended meanwhile: nothing to do
+  }
 }
 
 node_services start_node_services(caf::actor_system& system, const settings& config,

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -48,6 +49,18 @@ std::filesystem::path corpus_root(const settings& config);
 // On a CPU device, keeps this process (and all it starts later) off the cores that CPU timed runs
 // hold (harness.timing_cpus, actors/harness/cpu_reservation.hpp), and says so in the log.
 void hold_timing_cpus(const harness::harness_settings& settings, const std::string& device);
+
+// The cores this process may run on when it is made; restore() gives them back to every thread
+// of the process (threads started later inherit them). `train` runs offline steps on all its
+// cores after a CPU rollout's hold_timing_cpus took the timing core away.
+class cpu_affinity {
+ public:
+  cpu_affinity();
+  void restore() const;
+
+ private:
+  std::vector<int> cpus_;
+};
 
 // `log_dir` empty: no recorder. `with_policy` false: no policy actor. Throws std::runtime_error
 // (one line) when something cannot start (the log is locked, bubblewrap is missing, ...).

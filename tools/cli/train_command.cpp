@@ -1,7 +1,6 @@
-// `cuda-agent train --out DIR [--resume]`: the recipe's three stages on the trajectories that
-// earlier rollouts recorded (learner.logs): rejection fine-tuning on the episodes the RFT filter
-// keeps, value pretraining of the critic, then PPO, each for its learner.*_steps optimiser
-// steps of learner.batch_episodes episodes. It writes
+// `cuda-agent train --out DIR [--resume]`: the recipe's three stages: rejection fine-tuning on
+// the episodes the RFT filter keeps, value pretraining of the critic, then PPO, each for its
+// learner.*_steps optimiser steps of learner.batch_episodes episodes. It writes
 //   DIR/metrics.jsonl     one object per step (stage, losses, rewards, clip fraction, tokens/s)
 //   DIR/checkpoints/      every learner.checkpoint_every steps and at each stage's end
 //   DIR/final/            the actor as a Hugging Face checkpoint (`--policy torch` loads it)
@@ -9,21 +8,30 @@
 // draws' generator and metrics.jsonl cut back to that step, so that the steps after it are
 // those of an uninterrupted run.
 //
-// --live makes the PPO stage online: the torch policy (policy.model_dir, by default the
-// learner's checkpoint) rolls out learner.batch_episodes episodes per step over a corpus set
-// through the whole pipeline while the learner actor (actors/learner/learner_actor.hpp) trains
-// on the batches already settled; after each step the new weights reach the policy with the
-// step as their version, and admission keeps sampling at most learner.staleness batches ahead
-// of training (rollout_manager.hpp). Each live step's metrics say which weight versions sampled
-// its batch. The rollout's message log (--log, default DIR/rollout_log) holds every episode.
-// RFT and value pretraining still train on learner.logs, and are skipped when it is empty.
+// The episodes come from the message logs of earlier rollouts (learner.logs) and from rollouts
+// the command runs itself over learner.corpus / learner.tasks (--corpus, --tasks):
+// - learner.init_model = "tiny" creates a tiny random model in an empty learner.model_dir first
+//   (tools/learn/tiny_model.py), so that a learning run needs no downloaded checkpoint;
+// - learner.record_demos plays the tasks' shipped demonstrations in the model's tokens
+//   (DIR/demo_log), the positive episodes RFT starts from;
+// - learner.live (--live) makes the PPO stage online: the torch policy rolls out
+//   learner.batch_episodes episodes per step through the whole pipeline while the learner actor
+//   (actors/learner/learner_actor.hpp) trains on the batches already settled; after each step
+//   the new weights reach the policy with the step as their version, and admission keeps
+//   sampling at most learner.staleness batches ahead of training (rollout_manager.hpp). Each
+//   live step's metrics say which weight versions sampled its batch; the rollout's message log
+//   is --log (default DIR/rollout_log);
+// - learner.evaluate runs one greedy episode per task with the actor before training and after
+//   RFT and PPO, each a line of DIR/eval.jsonl with its log under DIR/eval/.
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -41,25 +49,45 @@
 #include "actors/rollout_manager.hpp"
 #include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
+#include "actors/process/subprocess.hpp"
 #include "tools/cli/pipeline.hpp"
 
 namespace cuda_agent::cli {
 namespace {
 
-struct live_options {
-  bool live = false;
-  std::string corpus;  // empty: bench on cuda, smoke on cpu
-  std::vector<std::string> task_globs;
-  std::string device = "auto";  // where the episodes' candidates run
-  int concurrency = 0;          // 0: rollout.concurrency
-  std::filesystem::path log_dir;
-  std::vector<task_spec> tasks;  // resolved by run_train before anything loads
+// Where train's own rollouts run, from the flags and learner.corpus / learner.tasks.
+struct train_rollouts {
+  std::string set_name;
+  std::vector<task_spec> tasks;  // empty when no rollout is asked for
+  std::string device;            // resolved: cpu or cuda
+  int32_t concurrency = 1;
+  std::filesystem::path live_log;  // the live PPO stage's message log
 };
 
-// The live stage's tasks; a one-line usage_error for an unknown set or globs that match nothing.
-std::vector<task_spec> live_tasks(const settings& config, const live_options& lo) {
-  const std::string device = resolve_device(lo.device);
-  const std::string set_name = lo.corpus.empty() ? (device == "cuda" ? "bench" : "smoke") : lo.corpus;
+struct train_flags {
+  std::filesystem::path out;
+  bool resume = false;
+  bool live = false;
+  std::string corpus;
+  std::vector<std::string> task_globs;
+  std::string device = "auto";
+  int concurrency = 0;  // 0: rollout.concurrency
+  std::filesystem::path log_dir;
+};
+
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in{list};
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// The tasks of train's rollouts; a one-line usage_error for an unknown set or globs that match
+// nothing.
+std::vector<task_spec> learner_tasks(const settings& config, const std::string& device) {
+  std::string set_name = config.get_string("learner.corpus");
+  if (set_name.empty()) set_name = device == "cuda" ? "bench" : "smoke";
   std::filesystem::path set_dir;
   std::vector<task_spec> all;
   try {
@@ -68,10 +96,220 @@ std::vector<task_spec> live_tasks(const settings& config, const live_options& lo
   } catch (const usage_error&) {
     throw;
   } catch (const std::exception& e) {  // an unknown set or a broken index: the command line's fault
-    throw usage_error{std::string{"--corpus: "} + e.what()};
+    throw usage_error{std::string{"learner.corpus (--corpus): "} + e.what()};
   }
   if (all.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
-  return select_tasks(std::move(all), lo.task_globs, set_name);
+  return select_tasks(std::move(all), split_list(config.get_string("learner.tasks")), set_name);
+}
+
+// learner.init_model = "tiny": a tiny random checkpoint in the empty (or missing) model_dir,
+// made in a sibling directory and renamed into place, so that a run killed while it is made
+// leaves no half checkpoint behind.
+void create_tiny_model(const settings& config, const std::filesystem::path& model_dir) {
+  const std::filesystem::path script = std::filesystem::path{CUDA_AGENT_SOURCE_DIR} / "tools" / "learn" / "tiny_model.py";
+  const std::filesystem::path staging = model_dir.string() + ".creating";
+  std::filesystem::remove_all(staging);
+  const std::string python = config.get_string("harness.python");
+  const std::vector<std::string> argv{python, script.string(), "--out", staging.string(), "--hidden",
+                                      std::to_string(config.get_int("learner.init_hidden")), "--layers",
+                                      std::to_string(config.get_int("learner.init_layers")), "--seed",
+                                      std::to_string(config.get_int("learner.seed"))};
+  subprocess_options options;
+  options.timeout = std::chrono::minutes{10};
+  subprocess_result result;
+  try {
+    result = run_subprocess(argv, options);
+  } catch (const std::system_error& e) {
+    throw usage_error{"learner.init_model: the harness python '" + python + "' cannot be started (" + e.what() +
+                      "); set harness.python to a Python with transformers and tokenizers"};
+  }
+  if (!result.ok()) {
+    std::string err = result.err;
+    while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
+    const auto nl = err.rfind('\n');
+    throw std::runtime_error{"learner.init_model: " + script.string() + " failed, " + result.describe() + ": " +
+                             (nl == std::string::npos ? err : err.substr(nl + 1))};
+  }
+  std::filesystem::remove_all(model_dir);  // empty, or missing
+  if (model_dir.has_parent_path()) std::filesystem::create_directories(model_dir.parent_path());
+  std::filesystem::rename(staging, model_dir);
+  std::string line = result.out;
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  std::cerr << "train: created a tiny random model: " << line << "\n";
+}
+
+bool is_empty_dir_or_missing(const std::filesystem::path& dir) {
+  return !std::filesystem::exists(dir) || (std::filesystem::is_directory(dir) && std::filesystem::is_empty(dir));
+}
+
+// A plan for `episodes` episodes over `tasks`, in `dir`.
+rollout_plan plan_of(const settings& config, const train_rollouts& r, std::string run_id,
+                     const std::vector<task_spec>& tasks, int64_t episodes, const std::filesystem::path& dir) {
+  rollout_plan plan;
+  plan.run_id = std::move(run_id);
+  plan.tasks = tasks;
+  plan.episodes = static_cast<int32_t>(episodes);
+  plan.concurrency = r.concurrency;
+  plan.retries = static_cast<int32_t>(config.get_int("rollout.retries"));
+  plan.episodes_dir = dir;
+  plan.sources = default_workdir_sources();
+  plan.base = base_episode_config(config, r.device, config.get_string("policy.backend"));
+  return plan;
+}
+
+// Runs once the node's actors are up, before any episode: may push weights into the policy
+// backend, and returns the learner actor the rollout manager feeds (an empty handle for none).
+using prepare_node = std::function<caf::actor(caf::actor_system&, const node_services&)>;
+
+// One rollout of `plan` through a node started from `config`, its messages into `log_dir`.
+// A learner actor that `prepare` starts is flushed (its last, partial batch trained) once every
+// episode settled. Returns the settled episodes; throws std::runtime_error when the run fails.
+std::vector<episode_summary> run_pipeline(const settings& config, const rollout_plan& plan, const std::string& device,
+                                          const std::filesystem::path& log_dir, const prepare_node& prepare) {
+  caf::actor_system_config cfg;
+  configure_actor_system(config, cfg);
+  caf::actor_system system{cfg};
+  auto results = std::make_shared<rollout_results>();
+  std::string run_error;  // thrown only once every actor is stopped: the system waits for them
+  {
+    auto node = start_node_services(system, config, device, log_dir, true);
+    caf::actor learner_actor;
+    try {
+      if (prepare) learner_actor = prepare(system, node);
+    } catch (const std::exception& e) {
+      run_error = e.what();
+    }
+    caf::scoped_actor self{system};
+    if (run_error.empty()) {
+      rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
+                                node.policy_supervisor, learner_actor};
+      auto manager = spawn_rollout_manager(system, plan, std::move(services), results);
+      self->request(manager, caf::infinite, run_atom::value)
+          .receive([](int32_t) {}, [&](caf::error& e) { run_error = system.render(e); });
+      if (run_error.empty() && learner_actor)  // the last batch may be partial (retries ran out)
+        self->request(learner_actor, caf::infinite, flush_atom::value)
+            .receive([](const learner_update&) {}, [&](caf::error& e) { run_error = "the learner: " + system.render(e); });
+      self->send_exit(manager, caf::exit_reason::user_shutdown);
+    }
+    if (node.recorder)
+      self->request(node.recorder, std::chrono::seconds{30}, flush_atom::value).receive([] {}, [](caf::error&) {});
+    if (learner_actor) self->send_exit(learner_actor, caf::exit_reason::user_shutdown);
+    node.stop();
+  }
+  system.await_all_actors_done();
+  if (!run_error.empty()) throw std::runtime_error{run_error};
+  std::lock_guard<std::mutex> lock{results->mutex};
+  return results->episodes;
+}
+
+// The torch policy over the learner's actor: `config` with the torch backend, whose checkpoint
+// (policy.model_dir, by default learner.model_dir) gives the architecture and tokenizer; the
+// weights are pushed from the learner (prepare_node).
+settings torch_policy_settings(const settings& config) {
+  settings out = config;
+  out.apply_override("policy.backend=torch");
+  if (out.get_string("policy.model_dir").empty())
+    out.apply_override("policy.model_dir=" + config.get_string("learner.model_dir"));
+  return out;
+}
+
+policy::torch_backend& torch_backend_of(const node_services& node) {
+  auto* policy = dynamic_cast<policy::torch_backend*>(node.policy_backend.get());
+  if (!policy) throw std::logic_error{"train: the policy backend is not the torch one"};
+  return *policy;
+}
+
+// learner.record_demos: the tasks' shipped demonstrations played by the demo policy in the
+// learner's checkpoint's tokens, into DIR/demo_log. A log that holds every task's trajectory
+// (a resumed run) is used as it is; a partial one is recorded again.
+std::filesystem::path record_demos(const settings& config, const train_rollouts& r, const std::filesystem::path& out) {
+  const auto log = out / "demo_log";
+  const auto episodes = out / "demo_episodes";
+  if (std::filesystem::exists(log)) {
+    std::set<std::string> have;
+    for (const auto& t : learner::read_trajectories({log}).trajectories) have.insert(t.task_id);
+    if (have.size() == r.tasks.size()) {
+      std::cerr << "train: the demonstrations are recorded in " << log.string() << " already\n";
+      return log;
+    }
+    std::filesystem::remove_all(log);
+    std::filesystem::remove_all(episodes);
+  }
+  settings demo = config;
+  demo.apply_override("policy.backend=demo");
+  demo.apply_override("policy.model_dir=" + config.get_string("learner.model_dir"));
+  const auto plan = plan_of(demo, r, "demo", r.tasks, static_cast<int64_t>(r.tasks.size()), episodes);
+  std::cerr << fmt::format("train: recording the demonstrations of {} tasks of {} in the model's tokens into {}\n",
+                           r.tasks.size(), r.set_name, log.string());
+  const auto settled = run_pipeline(demo, plan, r.device, log, {});
+  const auto passed = std::count_if(settled.begin(), settled.end(), [](const auto& s) { return s.verdict.reward >= 1; });
+  std::cerr << fmt::format("train: {} of {} demonstrations earn a reward of 1 or more\n", passed, settled.size());
+  return log;
+}
+
+// learner.evaluate: one greedy episode per task with the actor's weights as of `step`; the line
+// eval.jsonl keeps for it.
+nlohmann::json evaluate(const settings& config, const train_rollouts& r, const std::filesystem::path& out,
+                        const std::string& after, int64_t step, const model::transformer& actor) {
+  settings greedy = torch_policy_settings(config);
+  greedy.apply_override("policy.temperature=0");
+  const auto dir = out / "eval" / after;
+  std::filesystem::remove_all(dir);  // what an interrupted evaluation left
+  const auto plan = plan_of(greedy, r, fmt::format("eval{:06d}", step), r.tasks,
+                            static_cast<int64_t>(r.tasks.size()), dir / "episodes");
+  std::cerr << fmt::format("train: evaluating the actor after {} (step {}): a greedy episode of each of {} tasks\n",
+                           after, step, r.tasks.size());
+  auto push_weights = [&actor, step](caf::actor_system&, const node_services& node) {
+    torch_backend_of(node).update_weights(actor.named_parameters(), step);
+    return caf::actor{};
+  };
+  auto settled = run_pipeline(greedy, plan, r.device, dir / "log", push_weights);
+  std::sort(settled.begin(), settled.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  nlohmann::json tasks = nlohmann::json::array();
+  int64_t ended = 0, passed = 0, beat_eager = 0, beat_compile = 0, reward_sum = 0, failures = 0;
+  for (const auto& s : settled) {
+    tasks.push_back({{"task", s.task.id}, {"episode", s.episode_id}, {"reason", to_string(s.ended.reason)},
+                     {"reward", s.verdict.reward}});
+    if (s.ended.reason == termination::infrastructure_failure) {
+      ++failures;  // not the actor's doing: listed, left out of the rates
+      continue;
+    }
+    ++ended;
+    reward_sum += s.verdict.reward;
+    passed += s.verdict.reward >= 1;
+    beat_eager += s.verdict.reward >= 2;
+    beat_compile += s.verdict.reward >= 3;
+  }
+  auto rate = [ended](int64_t k) { return ended == 0 ? 0.0 : static_cast<double>(k) / static_cast<double>(ended); };
+  nlohmann::json line{{"after", after},
+                      {"step", step},
+                      {"episodes", ended},
+                      {"infrastructure_failures", failures},
+                      {"reward_mean", rate(reward_sum)},
+                      {"pass_rate", rate(passed)},
+                      {"faster_than_eager", rate(beat_eager)},
+                      {"faster_than_compile", rate(beat_compile)},
+                      {"tasks", tasks},
+                      {"log", (dir / "log").string()}};
+  std::cerr << fmt::format("train: eval after {}: {} of {} pass, reward mean {:.2f}\n", after, passed, ended,
+                           rate(reward_sum));
+  return line;
+}
+
+// eval.jsonl's lines up to `step` (a resumed run evaluates again what came after it).
+std::vector<nlohmann::json> read_evals(const std::filesystem::path& path, int64_t up_to_step) {
+  std::vector<nlohmann::json> kept;
+  std::ifstream in{path};
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) break;  // a line torn by a kill: it and anything after it are redone
+    if (j.value("step", int64_t{-1}) <= up_to_step) kept.push_back(std::move(j));
+  }
+  in.close();
+  std::ofstream rewrite{path, std::ios::trunc};
+  for (const auto& j : kept) rewrite << j.dump() << "\n";
+  return kept;
 }
 
 struct stage_plan {
@@ -79,14 +317,6 @@ struct stage_plan {
   int64_t steps = 0;
   std::vector<learner::episode_sample> pool;
 };
-
-std::vector<std::filesystem::path> log_dirs_of(const std::string& list) {
-  std::vector<std::filesystem::path> out;
-  std::stringstream in{list};
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.emplace_back(item);
-  return out;
-}
 
 // The episodes of one step: batch draws without replacement, from the generator the checkpoint
 // keeps.
@@ -164,132 +394,130 @@ struct live_stage {
 };
 
 // PPO on live rollouts (the file comment). Returns once every batch is trained.
-void run_live_ppo(const settings& learner_config, const live_options& lo, const live_stage& stage) {
-  settings config = learner_config;
-  config.apply_override("policy.backend=torch");
-  if (config.get_string("policy.model_dir").empty())
-    config.apply_override("policy.model_dir=" + config.get_string("learner.model_dir"));
-  const std::string device = resolve_device(lo.device);
+void run_live_ppo(const settings& learner_config, const train_rollouts& r, const live_stage& stage) {
+  const settings config = torch_policy_settings(learner_config);
   const int64_t batch = config.get_int("learner.batch_episodes");
   const int64_t batches = stage.stage_end - *stage.step;
-
-  rollout_plan plan;
-  plan.run_id = fmt::format("train{:06d}", *stage.step);
-  plan.tasks = lo.tasks;
-  plan.episodes = static_cast<int32_t>(batches * batch);
-  plan.concurrency = lo.concurrency > 0 ? lo.concurrency : static_cast<int32_t>(config.get_int("rollout.concurrency"));
-  plan.retries = static_cast<int32_t>(config.get_int("rollout.retries"));
-  plan.episodes_dir = lo.log_dir.parent_path() / "episodes" / plan.run_id;
-  plan.sources = default_workdir_sources();
-  plan.base = base_episode_config(config, device, "torch");
+  auto plan = plan_of(config, r, fmt::format("train{:06d}", *stage.step), r.tasks, batches * batch,
+                      r.live_log.parent_path() / "episodes" / fmt::format("train{:06d}", *stage.step));
   plan.batch_episodes = static_cast<int32_t>(batch);
   plan.staleness = static_cast<int32_t>(config.get_int("learner.staleness"));
 
-  caf::actor_system_config cfg;
-  configure_actor_system(config, cfg);
-  caf::actor_system system{cfg};
-  auto results = std::make_shared<rollout_results>();
-  std::string run_error;
-  {
-    auto node = start_node_services(system, config, device, lo.log_dir, true);
-    auto* policy = dynamic_cast<policy::torch_backend*>(node.policy_backend.get());
-    if (!policy) throw std::logic_error{"train --live: the policy backend is not the torch one"};
-    // The policy samples with the learner's weights from the first episode on (after RFT, value
-    // pretraining or a resumed checkpoint they differ from policy.model_dir's).
-    policy->update_weights(stage.actor->named_parameters(), *stage.step);
-    auto train = [&stage, policy](std::vector<trajectory> trajectories) {
-      std::vector<learner::episode_sample> samples;
-      for (const auto& t : trajectories) {
-        try {
-          samples.push_back(learner::sample_of(t));
-        } catch (const learner::learner_error& e) {
-          std::cerr << "train: skipped " << e.what() << "\n";
-        }
-      }
-      const int64_t sampled_at = *stage.step;
-      const auto t0 = std::chrono::steady_clock::now();
-      learner::step_report report;
-      report.stage = "ppo";
-      std::string skipped;
+  auto train = [&stage](policy::torch_backend& policy, std::vector<trajectory> trajectories) {
+    std::vector<learner::episode_sample> samples;
+    for (const auto& t : trajectories) {
       try {
-        if (samples.empty()) throw learner::learner_error{"no trajectory of the batch holds tokens"};
-        report = stage.trainer->ppo_step(samples);
+        samples.push_back(learner::sample_of(t));
       } catch (const learner::learner_error& e) {
-        skipped = e.what();  // the batch counts; the weights stay as they were
+        std::cerr << "train: skipped " << e.what() << "\n";
       }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const int64_t step = ++*stage.step;
-      auto line = metrics_of(report, step, step - stage.stage_start, seconds);
-      const auto [oldest, newest] = version_range(samples);
-      line["live"] = true;
-      line["rollout_episodes"] = trajectories.size();
-      line["sampled_versions"] = {oldest, newest};
-      line["version_lag"] = oldest < 0 ? 0 : sampled_at - oldest;
-      // The batch's outcomes by the milestones (reward >= 1 passes, 2 beats eager, 3 compile),
-      // over the episodes the agent ended (the learner actor leaves infrastructure failures out).
-      int64_t passed = 0, beat_eager = 0, beat_compile = 0;
-      for (const auto& t : trajectories) {
-        passed += t.reward >= 1;
-        beat_eager += t.reward >= 2;
-        beat_compile += t.reward >= 3;
-      }
-      auto rate = [n = trajectories.size()](int64_t k) { return static_cast<double>(k) / static_cast<double>(n); };
-      line["pass_rate"] = rate(passed);
-      line["faster_than_eager"] = rate(beat_eager);
-      line["faster_than_compile"] = rate(beat_compile);
-      if (!skipped.empty()) line["skipped"] = skipped;
-      stage.write_metrics(line);
-      learner_update update;
-      update.phase = learner_phase::ppo;
-      update.weight_version = step;
-      update.samples = report.samples;
-      update.policy_loss = report.stats.policy_loss();
-      update.value_loss = report.stats.value_loss();
-      update.kl = report.stats.approx_kl();
-      update.entropy = report.stats.entropy();
-      update.clip_fraction = report.stats.clip_fraction();
-      update.checkpoint_path = stage.checkpoint();
-      policy->update_weights(stage.actor->named_parameters(), step);
-      return update;
-    };
-    auto learner_actor = learner::spawn_learner_actor(system, static_cast<int32_t>(batch), train, node.recorder);
-    rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
-                              node.policy_supervisor, learner_actor};
-    auto manager = spawn_rollout_manager(system, plan, std::move(services), results);
-    std::cerr << fmt::format("train: live PPO, {} steps of {} episodes over {} tasks of {} on {}, {} at a "
-                             "time, staleness {}; log {}\n",
-                             batches, batch, plan.tasks.size(), lo.corpus.empty() ? "the default set" : lo.corpus,
-                             device, plan.concurrency,
-                             plan.staleness, lo.log_dir.string());
-    caf::scoped_actor self{system};
-    self->request(manager, caf::infinite, run_atom::value)
-        .receive([](int32_t) {}, [&](caf::error& e) { run_error = system.render(e); });
-    if (run_error.empty())  // the last batch may be partial (retries ran out) or still training
-      self->request(learner_actor, caf::infinite, flush_atom::value)
-          .receive([](const learner_update&) {}, [&](caf::error& e) { run_error = "the learner: " + system.render(e); });
-    if (node.recorder)
-      self->request(node.recorder, std::chrono::seconds{30}, flush_atom::value).receive([] {}, [](caf::error&) {});
-    self->send_exit(manager, caf::exit_reason::user_shutdown);
-    self->send_exit(learner_actor, caf::exit_reason::user_shutdown);
-    node.stop();
+    }
+    const int64_t sampled_at = *stage.step;
+    const auto t0 = std::chrono::steady_clock::now();
+    learner::step_report report;
+    report.stage = "ppo";
+    std::string skipped;
+    try {
+      if (samples.empty()) throw learner::learner_error{"no trajectory of the batch holds tokens"};
+      report = stage.trainer->ppo_step(samples);
+    } catch (const learner::learner_error& e) {
+      skipped = e.what();  // the batch counts; the weights stay as they were
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t step = ++*stage.step;
+    auto line = metrics_of(report, step, step - stage.stage_start, seconds);
+    const auto [oldest, newest] = version_range(samples);
+    line["live"] = true;
+    line["rollout_episodes"] = trajectories.size();
+    line["sampled_versions"] = {oldest, newest};
+    line["version_lag"] = oldest < 0 ? 0 : sampled_at - oldest;
+    // The batch's outcomes by the milestones (reward >= 1 passes, 2 beats eager, 3 compile),
+    // over the episodes the agent ended (the learner actor leaves infrastructure failures out).
+    int64_t passed = 0, beat_eager = 0, beat_compile = 0;
+    for (const auto& t : trajectories) {
+      passed += t.reward >= 1;
+      beat_eager += t.reward >= 2;
+      beat_compile += t.reward >= 3;
+    }
+    auto rate = [n = trajectories.size()](int64_t k) { return static_cast<double>(k) / static_cast<double>(n); };
+    line["pass_rate"] = rate(passed);
+    line["faster_than_eager"] = rate(beat_eager);
+    line["faster_than_compile"] = rate(beat_compile);
+    if (!skipped.empty()) line["skipped"] = skipped;
+    stage.write_metrics(line);
+    learner_update update;
+    update.phase = learner_phase::ppo;
+    update.weight_version = step;
+    update.samples = report.samples;
+    update.policy_loss = report.stats.policy_loss();
+    update.value_loss = report.stats.value_loss();
+    update.kl = report.stats.approx_kl();
+    update.entropy = report.stats.entropy();
+    update.clip_fraction = report.stats.clip_fraction();
+    update.checkpoint_path = stage.checkpoint();
+    policy.update_weights(stage.actor->named_parameters(), step);
+    return update;
+  };
+  // The policy samples with the learner's weights from the first episode on (after RFT, value
+  // pretraining or a resumed checkpoint they differ from policy.model_dir's).
+  auto start_learner = [&](caf::actor_system& system, const node_services& node) {
+    auto& policy = torch_backend_of(node);
+    policy.update_weights(stage.actor->named_parameters(), *stage.step);
+    return learner::spawn_learner_actor(
+        system, static_cast<int32_t>(batch),
+        [train, &policy](std::vector<trajectory> trajectories) { return train(policy, std::move(trajectories)); },
+        node.recorder);
+  };
+  std::cerr << fmt::format("train: live PPO, {} steps of {} episodes over {} tasks of {} on {}, {} at a "
+                           "time, staleness {}; log {}\n",
+                           batches, batch, plan.tasks.size(), r.set_name, r.device, plan.concurrency, plan.staleness,
+                           r.live_log.string());
+  try {
+    run_pipeline(config, plan, r.device, r.live_log, start_learner);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error{std::string{"train --live: "} + e.what()};
   }
-  system.await_all_actors_done();
-  if (!run_error.empty()) throw std::runtime_error{"train --live: " + run_error};
 }
 
-int run_train(const settings& config, const std::filesystem::path& out, bool resume, live_options live) {
+int run_train(const settings& config, const train_flags& flags) {
+  const auto& out = flags.out;
   const std::filesystem::path model_dir = config.get_string("learner.model_dir");
   if (model_dir.empty())
     throw usage_error{"set learner.model_dir to the checkpoint to train (config.json, *.safetensors, tokenizer.json)"};
-  const auto logs = log_dirs_of(config.get_string("learner.logs"));
-  if (logs.empty() && !live.live)
+  const bool live = config.get_bool("learner.live");
+  const bool demos = config.get_bool("learner.record_demos");
+  const bool evaluating = config.get_bool("learner.evaluate");
+  std::vector<std::filesystem::path> logs;
+  for (const auto& item : split_list(config.get_string("learner.logs"))) logs.emplace_back(item);
+  if (logs.empty() && !live && !demos)
     throw usage_error{"set learner.logs to the message logs of rollouts to train on (comma-separated), "
-                      "or train on live rollouts with --live"};
+                      "learner.record_demos = true, or train on live rollouts with --live"};
   const auto ckpt_root = out / "checkpoints";
-  if (!resume && std::filesystem::exists(out / "metrics.jsonl"))
-    throw usage_error{out.string() + " holds a training run already; pass --resume to continue it or choose another --out"};
-  if (live.live) live.tasks = live_tasks(config, live);
+  for (const char* earlier : {"metrics.jsonl", "eval.jsonl", "demo_log"})
+    if (!flags.resume && std::filesystem::exists(out / earlier))
+      throw usage_error{out.string() + " holds a training run already; pass --resume to continue it or choose another --out"};
+  if (is_empty_dir_or_missing(model_dir) && config.get_string("learner.init_model") == "none")
+    throw usage_error{"learner.model_dir " + model_dir.string() + " holds no checkpoint; point it at one, or set "
+                      "learner.init_model = \"tiny\" to create a tiny random model there"};
+  train_rollouts rollouts;
+  if (live || demos || evaluating) {
+    rollouts.device = resolve_device(flags.device);
+    rollouts.set_name = config.get_string("learner.corpus");
+    if (rollouts.set_name.empty()) rollouts.set_name = rollouts.device == "cuda" ? "bench" : "smoke";
+    rollouts.tasks = learner_tasks(config, rollouts.device);
+    rollouts.concurrency = flags.concurrency > 0 ? flags.concurrency
+                                                 : static_cast<int32_t>(config.get_int("rollout.concurrency"));
+    rollouts.live_log = flags.log_dir.empty() ? out / "rollout_log" : flags.log_dir;
+  }
   std::filesystem::create_directories(out);
+  if (is_empty_dir_or_missing(model_dir)) create_tiny_model(config, model_dir);
+  // A CPU rollout keeps this process off the harness's timing core; offline steps after it use
+  // every core again. (Live PPO trains beside its rollout, off that core.)
+  const cpu_affinity all_cores;
+  if (demos) {
+    logs.push_back(record_demos(config, rollouts, out));
+    all_cores.restore();
+  }
 
   // The episodes: every trajectory with tokens; RFT's pool is what the filter keeps.
   const auto read = logs.empty() ? learner::log_trajectories{} : learner::read_trajectories(logs);
@@ -330,7 +558,6 @@ int run_train(const settings& config, const std::filesystem::path& out, bool res
   const auto device = policy::torch_device(config.get_string("learner.device"));
   const auto actor = model::transformer::load(model_dir, device, torch::kFloat32);
   const bool need_critic = stages[1].steps > 0 || stages[2].steps > 0;
-  if (live.live && live.log_dir.empty()) live.log_dir = out / "rollout_log";
   const auto critic = need_critic ? model::transformer::load(model_dir, device, torch::kFloat32) : nullptr;
   learner::learner_options options;
   options.actor_lr = config.get_real("learner.actor_lr");
@@ -352,7 +579,7 @@ int run_train(const settings& config, const std::filesystem::path& out, bool res
   }
   contents.engines.emplace_back("batches", &rng);
   int64_t step = 0;
-  if (resume) {
+  if (flags.resume) {
     if (const auto latest = learner::latest_checkpoint(ckpt_root)) {
       learner::read_checkpoint(*latest, contents);
       step = contents.state.at("step").get<int64_t>();
@@ -363,6 +590,18 @@ int run_train(const settings& config, const std::filesystem::path& out, bool res
       std::cerr << "train: no checkpoint in " << ckpt_root.string() << "; starting at step 0\n";
     }
   }
+  // The evaluations done (up to the resumed step) and the one due at a stage's end.
+  std::set<std::string> evaluated;
+  for (const auto& j : read_evals(out / "eval.jsonl", step)) evaluated.insert(j.value("after", ""));
+  std::ofstream evals{out / "eval.jsonl", std::ios::app};
+  auto evaluate_after = [&](const std::string& after) {
+    if (!evaluating || evaluated.count(after)) return;
+    evals << evaluate(config, rollouts, out, after, step, *actor).dump() << "\n" << std::flush;
+    all_cores.restore();
+    evaluated.insert(after);
+  };
+  evaluate_after("start");
+
   const int64_t every = config.get_int("learner.checkpoint_every");
   const int keep = static_cast<int>(config.get_int("learner.keep_checkpoints"));
   const int64_t batch = config.get_int("learner.batch_episodes");
@@ -380,27 +619,35 @@ int run_train(const settings& config, const std::filesystem::path& out, bool res
     const auto latest = learner::latest_checkpoint(ckpt_root);
     return latest ? latest->string() : std::string{};
   };
+  // RFT's own learning rate (learner.rft_lr; 0: the actor's), set on the actor's optimiser per stage.
+  const double rft_lr = config.get_real("learner.rft_lr") > 0 ? config.get_real("learner.rft_lr") : options.actor_lr;
+  auto set_actor_lr = [&trainer](double lr) {
+    for (auto& group : trainer.actor_optimizer().param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  };
   int64_t stage_start = 0;
   for (const auto& stage : stages) {
     const int64_t stage_end = stage_start + stage.steps;
-    if (stage.name == "ppo" && live.live) {
+    set_actor_lr(stage.name == "rft" ? rft_lr : options.actor_lr);
+    if (stage.name == "ppo" && live) {
       if (step < stage_end)
-        run_live_ppo(config, live, {&trainer, actor.get(), &step, stage_start, stage_end, write_metrics,
-                                    [&, stage_end] { return checkpoint("ppo", stage_end); }});
-      stage_start = stage_end;
-      continue;
+        run_live_ppo(config, rollouts, {&trainer, actor.get(), &step, stage_start, stage_end, write_metrics,
+                                        [&, stage_end] { return checkpoint("ppo", stage_end); }});
+    } else {
+      for (int64_t global = std::max(step, stage_start); global < stage_end; ++global) {
+        const auto samples = draw(stage.pool, batch, rng);
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto report = stage.name == "rft"              ? trainer.rft_step(samples)
+                            : stage.name == "value_pretrain" ? trainer.value_step(samples)
+                                                             : trainer.ppo_step(samples);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        write_metrics(metrics_of(report, global + 1, global + 1 - stage_start, seconds));
+        step = global + 1;
+        checkpoint(stage.name, stage_end);
+      }
     }
-    for (int64_t global = std::max(step, stage_start); global < stage_end; ++global) {
-      const auto samples = draw(stage.pool, batch, rng);
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto report = stage.name == "rft"              ? trainer.rft_step(samples)
-                          : stage.name == "value_pretrain" ? trainer.value_step(samples)
-                                                           : trainer.ppo_step(samples);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      write_metrics(metrics_of(report, global + 1, global + 1 - stage_start, seconds));
-      step = global + 1;
-      checkpoint(stage.name, stage_end);
-    }
+    // Value pretraining leaves the actor as it was: nothing new to evaluate.
+    if (stage.steps > 0 && stage.name != "value_pretrain") evaluate_after(stage.name);
     stage_start = stage_end;
   }
   learner::export_hugging_face(*actor, model_dir, out / "final");
@@ -411,27 +658,32 @@ int run_train(const settings& config, const std::filesystem::path& out, bool res
 }  // namespace
 
 void add_train_command(CLI::App& app, invocation& inv) {
-  struct options {
-    std::filesystem::path out;
-    bool resume = false;
-    live_options live;
-  };
-  auto opts = std::make_shared<options>();
-  auto* cmd = app.add_subcommand("train", "Train the policy on recorded trajectories: RFT, value pretraining, PPO");
-  cmd->add_option("--out", opts->out, "Directory for metrics.jsonl, checkpoints/ and final/")->required();
-  cmd->add_flag("--resume", opts->resume, "Continue from the newest complete checkpoint in --out");
-  cmd->add_flag("--live", opts->live.live, "PPO on live rollouts of the torch policy instead of learner.logs");
-  cmd->add_option("--corpus", opts->live.corpus, "--live: the task set (default bench on cuda, smoke on cpu)");
-  cmd->add_option("--tasks", opts->live.task_globs, "--live: only tasks whose ids match these globs")
+  auto flags = std::make_shared<train_flags>();
+  auto* cmd = app.add_subcommand("train", "Train the policy: RFT, value pretraining, PPO (settings learner.*)");
+  cmd->add_option("--out", flags->out, "Directory for metrics.jsonl, checkpoints/, final/ (and eval.jsonl, demo_log/)")
+      ->required();
+  cmd->add_flag("--resume", flags->resume, "Continue from the newest complete checkpoint in --out");
+  cmd->add_flag("--live", flags->live, "PPO on live rollouts of the torch policy (learner.live = true)");
+  cmd->add_option("--corpus", flags->corpus, "The task set of train's rollouts (learner.corpus; default bench on "
+                                             "cuda, smoke on cpu)");
+  cmd->add_option("--tasks", flags->task_globs, "Only tasks whose ids match these globs (learner.tasks)")
       ->delimiter(',');
-  cmd->add_option("--device", opts->live.device, "--live: where candidates run")
+  cmd->add_option("--device", flags->device, "Where the rollouts' candidates run")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd->add_option("--concurrency", opts->live.concurrency, "--live: episodes at a time (default rollout.concurrency)");
-  cmd->add_option("--log", opts->live.log_dir, "--live: the rollout's message log (default DIR/rollout_log)");
-  cmd->callback([&inv, opts] {
-    inv.action = [&inv, opts] {
+  cmd->add_option("--concurrency", flags->concurrency, "Episodes at a time (default rollout.concurrency)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--log", flags->log_dir, "The live PPO rollout's message log (default DIR/rollout_log)");
+  cmd->callback([&inv, flags] {
+    inv.action = [&inv, flags] {
+      if (flags->live) inv.config.apply_override("learner.live=true");
+      if (!flags->corpus.empty()) inv.config.apply_override("learner.corpus=" + flags->corpus);
+      if (!flags->task_globs.empty()) {
+        std::string globs;
+        for (const auto& g : flags->task_globs) globs += (globs.empty() ? "" : ",") + g;
+        inv.config.apply_override("learner.tasks=" + globs);
+      }
       try {
-        return run_train(inv.config, opts->out, opts->resume, opts->live);
+        return run_train(inv.config, *flags);
       } catch (const learner::learner_error& e) {
         throw usage_error{e.what()};
       }
