@@ -16,6 +16,11 @@
 #                  demonstration rollout and its hermetic replay. When every part passes it writes
 #                  $OUT_DIR/gpu-smoke.json (commit it as docs/gpu-smoke.json) with the content
 #                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json.
+#   STAGE=learn    config/examples/learn-bench.toml (LEARN_CONFIG): a tiny random model learns the
+#                  bench demonstrations by RFT, then live PPO, with greedy evaluations between
+#                  (train --out LEARN_OUT, default runs/learn-bench on the machine); builds first
+#                  where build-gpu/ is missing; RESUME=1 continues a run cut off by its time box.
+#                  metrics.jsonl, eval.jsonl and the log's tail come back in $OUT_DIR.
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -45,6 +50,10 @@ fi
 if wants build; then
   OUT_DIR="$out" BUILD_DIR=build-gpu step timeout "${BUILD_S:-420}" bash tools/gpu/build_and_test.sh \
     -R "${CTEST_REGEX:-BuildTest.Cuda|BuildTest.BindingFile|device_query}"
+fi
+if [ "$stage" = learn ] && [ ! -x build-gpu/tools/cuda-agent ]; then
+  OUT_DIR="$out" BUILD_DIR=build-gpu BENCH_BUILD=0 step timeout "${BUILD_S:-300}" bash tools/gpu/build_and_test.sh \
+    -R 'device_query'
 fi
 bin=build-gpu/tools/cuda-agent
 [ -x "$bin" ] || { echo "no $bin: run STAGE=build first on this machine" >&2; exit 2; }
@@ -100,6 +109,15 @@ if wants corpus; then
   step timeout "${SYNTH_S:-150}" "$bin" "${set_args[@]}" corpus synth --device cuda \
     --out "$out/synth_cuda" --count "${SYNTH_COUNT:-16}" --workers "${SYNTH_WORKERS:-1}" \
     --summary "$out/synth_cuda.json" > "$out/synth_cuda.txt" 2> "$out/synth_cuda.log"
+fi
+if [ "$stage" = learn ]; then
+  learn_out=${LEARN_OUT:-runs/learn-bench}
+  step timeout "${LEARN_S:-420}" "$bin" --config "${LEARN_CONFIG:-config/examples/learn-bench.toml}" "${set_args[@]}" \
+    --set harness.timed_runs="${LEARN_TIMED_RUNS:-10}" train --out "$learn_out" --device cuda ${RESUME:+--resume} \
+    > "$out/learn.txt" 2> "$out/learn.err"
+  cp "$learn_out/metrics.jsonl" "$learn_out/eval.jsonl" "$out/" 2>/dev/null
+  grep -v '^train: rft ' "$out/learn.err" | tail -c 60000 > "$out/learn_tail.txt"
+  rm -f "$out/learn.err"
 fi
 if [ "$stage" = smoke ]; then
   step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \

@@ -82,7 +82,9 @@ def main():
     tok = bpe_tokenizer(training_texts(), args.vocab)
     tok.save(str(args.out / "tokenizer.json"))
     write_tokenizer_config(args.out)
-    heads = max(1, min(args.hidden // 16, 16))
+    # Heads of 16 dimensions up to 4 of them, then 4 wider ones: attention's memory in training
+    # grows with the heads times the sequence length squared.
+    heads = max(1, min(args.hidden // 16, 4))
     config = Qwen2Config(vocab_size=tok.get_vocab_size(), hidden_size=args.hidden,
                          intermediate_size=2 * args.hidden, num_hidden_layers=args.layers,
                          num_attention_heads=heads, num_key_value_heads=max(1, heads // 2),
