@@ -135,6 +135,17 @@ TEST(cli, rollout_without_a_set_takes_the_devices_own) {
   EXPECT_EQ(line_count(r.err), 1) << r.err;
 }
 
+TEST(cli, rollout_of_an_unknown_set_is_a_one_line_error_and_corpus_dir_is_honoured) {
+  auto r = cli({"rollout", "--policy", "demo", "--corpus", "no-such-set"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("no task set 'no-such-set'"), std::string::npos) << r.err;
+  // The sets are looked up under corpus.dir, as `corpus` and `train` look them up.
+  r = cli({"--set", "corpus.dir=/nonexistent", "rollout", "--policy", "demo", "--corpus", "smoke"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("corpus.dir '/nonexistent'"), std::string::npos) << r.err;
+}
+
 TEST(cli, rollout_resume_needs_the_run_and_its_log) {
   auto r = cli({"rollout", "--corpus", "smoke", "--policy", "demo", "--resume"});
   EXPECT_EQ(r.exit_code, 2);

@@ -21,6 +21,7 @@
 #include "actors/sandbox/sandbox.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/registry.hpp"
+#include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
 #ifdef CUDA_AGENT_HAVE_CUDA
 #include "kernels/device_query.hpp"
@@ -145,9 +146,19 @@ node_services start_node_services(caf::actor_system& system, const settings& con
   return node;
 }
 
-// The set's tasks whose ids match one of the globs, in the set's order.
-std::vector<task_spec> select_tasks(std::vector<task_spec> tasks, const std::vector<std::string>& globs,
-                                    const std::string& set_name) {
+std::vector<task_spec> load_tasks(const settings& config, const std::string& set_name,
+                                  const std::vector<std::string>& globs) {
+  std::filesystem::path set_dir;
+  std::vector<task_spec> tasks;
+  try {
+    set_dir = corpus::resolve_set(corpus_root(config), set_name);
+    tasks = corpus::load_task_set(set_dir);
+  } catch (const usage_error&) {
+    throw;
+  } catch (const std::exception& e) {  // an unknown set or a broken index: the command line's fault
+    throw usage_error{e.what()};
+  }
+  if (tasks.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
   if (globs.empty()) return tasks;
   std::vector<task_spec> chosen;
   for (auto& task : tasks)

@@ -68,10 +68,11 @@ node_services start_node_services(caf::actor_system& system, const settings& con
                                   const std::string& device, const std::filesystem::path& log_dir,
                                   bool with_policy);
 
-// The set's tasks whose ids match one of the globs (all when there are none), in the set's
-// order; a usage_error when none matches.
-std::vector<task_spec> select_tasks(std::vector<task_spec> tasks, const std::vector<std::string>& globs,
-                                    const std::string& set_name);
+// The tasks of corpus set `set_name` (a set under corpus_root()'s tasks/, or a directory with
+// index.json) whose ids match one of the globs (all when there are none), in the set's order.
+// A one-line usage_error for an unknown or empty set or globs that match nothing.
+std::vector<task_spec> load_tasks(const settings& config, const std::string& set_name,
+                                  const std::vector<std::string>& globs);
 
 // "auto": cuda where the CUDA runtime lists a GPU, else cpu; any other name as it is.
 std::string resolve_device(const std::string& device);

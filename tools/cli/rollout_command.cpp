@@ -134,10 +134,7 @@ void print_table(const std::vector<episode_summary>& results) {
 int run_rollout(const settings& config, rollout_options o) {
   o.device = resolve_device(o.device);
   if (o.corpus.empty()) o.corpus = o.device == "cuda" ? "bench" : "smoke";
-  const auto set_dir = corpus::resolve_set(std::filesystem::path{CUDA_AGENT_SOURCE_DIR} / "corpus", o.corpus);
-  auto tasks = corpus::load_task_set(set_dir);
-  if (tasks.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
-  tasks = select_tasks(std::move(tasks), o.task_globs, o.corpus);
+  auto tasks = load_tasks(config, o.corpus, o.task_globs);
   const std::time_t now = std::time(nullptr);
   const auto run_id = o.run_id.empty()
                           ? fmt::format("r{:%Y%m%d-%H%M%S}", *std::localtime(&now))
@@ -175,7 +172,7 @@ int run_rollout(const settings& config, rollout_options o) {
     auto manager = spawn_rollout_manager(system, plan, std::move(services), results);
     std::cerr << fmt::format("rollout {}: {} episodes over {} tasks of {}, {} at a time, policy {}, "
                              "device {}; log {}\n",
-                             run_id, plan.episodes, plan.tasks.size(), set_dir.string(),
+                             run_id, plan.episodes, plan.tasks.size(), o.corpus,
                              plan.concurrency, plan.base.policy_name, o.device, log_dir.string());
     caf::scoped_actor self{system};
     self->send(manager, run_atom::value);

@@ -83,25 +83,6 @@ std::vector<std::string> split_list(const std::string& list) {
   return out;
 }
 
-// The tasks of train's rollouts; a one-line usage_error for an unknown set or globs that match
-// nothing.
-std::vector<task_spec> learner_tasks(const settings& config, const std::string& device) {
-  std::string set_name = config.get_string("learner.corpus");
-  if (set_name.empty()) set_name = device == "cuda" ? "bench" : "smoke";
-  std::filesystem::path set_dir;
-  std::vector<task_spec> all;
-  try {
-    set_dir = corpus::resolve_set(corpus_root(config), set_name);
-    all = corpus::load_task_set(set_dir);
-  } catch (const usage_error&) {
-    throw;
-  } catch (const std::exception& e) {  // an unknown set or a broken index: the command line's fault
-    throw usage_error{std::string{"learner.corpus (--corpus): "} + e.what()};
-  }
-  if (all.empty()) throw usage_error{"corpus set " + set_dir.string() + " has no tasks"};
-  return select_tasks(std::move(all), split_list(config.get_string("learner.tasks")), set_name);
-}
-
 // learner.init_model = "tiny": a tiny random checkpoint in the empty (or missing) model_dir,
 // made in a sibling directory and renamed into place, so that a run killed while it is made
 // leaves no half checkpoint behind.
@@ -504,7 +485,7 @@ int run_train(const settings& config, const train_flags& flags) {
     rollouts.device = resolve_device(flags.device);
     rollouts.set_name = config.get_string("learner.corpus");
     if (rollouts.set_name.empty()) rollouts.set_name = rollouts.device == "cuda" ? "bench" : "smoke";
-    rollouts.tasks = learner_tasks(config, rollouts.device);
+    rollouts.tasks = load_tasks(config, rollouts.set_name, split_list(config.get_string("learner.tasks")));
     rollouts.concurrency = flags.concurrency > 0 ? flags.concurrency
                                                  : static_cast<int32_t>(config.get_int("rollout.concurrency"));
     rollouts.live_log = flags.log_dir.empty() ? out / "rollout_log" : flags.log_dir;
