@@ -23,13 +23,13 @@ int line_count(const std::string& text) {
 TEST(cli, help_lists_the_subcommands) {
   const auto r = cli({"--help"});
   ASSERT_TRUE(r.ok()) << r.describe() << r.err;
-  for (const char* sub : {"demo", "config", "doctor", "log", "bench"})
+  for (const char* sub : {"rollout", "train", "config", "doctor", "log", "bench"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
 }
 
 TEST(cli, every_subcommand_has_help) {
   for (std::vector<std::string> args :
-       {std::vector<std::string>{"demo"}, {"config", "show"}, {"config", "schema"}, {"doctor"},
+       {std::vector<std::string>{"rollout"}, {"train"}, {"config", "show"}, {"config", "schema"}, {"doctor"},
         {"log", "show"}, {"log", "stats"}, {"log", "export"}, {"bench", "log"},
         {"policy", "ask"}}) {
     args.push_back("--help");
@@ -85,34 +85,6 @@ TEST(cli, doctor_fails_with_a_python_that_has_no_torch) {
   const auto r = cli({"--set", "harness.python=/bin/false", "doctor"});
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("FAIL  harness.python '/bin/false'"), std::string::npos) << r.out;
-}
-
-TEST(cli, demo_records_every_message_and_appends_on_a_second_run) {
-  char pattern[] = "/tmp/ca-demo-XXXXXX";
-  ASSERT_NE(::mkdtemp(pattern), nullptr);
-  const std::string log = std::string{pattern} + "/log";
-  auto r = cli({"demo", "--log", log, "--episodes", "5"});
-  ASSERT_TRUE(r.ok()) << r.describe() << r.out << r.err;
-  // 5 episodes x (started + 3 requests + 3 responses + ended).
-  EXPECT_NE(r.out.find("read back 40 records of this run (40 in the log)"), std::string::npos)
-      << r.out;
-  for (int i = 1; i <= 5; ++i)
-    EXPECT_NE(r.out.find("demo-" + std::to_string(i) + "   ended: agent_done after 3 turns"),
-              std::string::npos)
-        << r.out;
-  r = cli({"demo", "--log", log, "--episodes", "1"});
-  ASSERT_TRUE(r.ok()) << r.describe() << r.err;
-  EXPECT_NE(r.out.find("read back 8 records of this run (48 in the log)"), std::string::npos)
-      << r.out;
-  r = cli({"log", "stats", log});
-  EXPECT_TRUE(r.ok()) << r.err;
-  std::filesystem::remove_all(pattern);
-}
-
-TEST(cli, demo_rejects_a_bad_episode_count) {
-  const auto r = cli({"demo", "--episodes", "0"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(line_count(r.err), 1) << r.err;
 }
 
 TEST(cli, rollout_tasks_that_match_nothing_are_a_one_line_error) {

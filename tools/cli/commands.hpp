@@ -24,7 +24,6 @@ struct usage_error : std::runtime_error {
 
 void add_config_command(CLI::App& app, invocation& inv);   // config_command.cpp
 void add_doctor_command(CLI::App& app, invocation& inv);   // doctor_command.cpp
-void add_demo_command(CLI::App& app, invocation& inv);     // demo_command.cpp
 void add_log_command(CLI::App& app, invocation& inv);      // log_command.cpp
 void add_policy_command(CLI::App& app, invocation& inv);   // policy_command.cpp
 void add_bench_log_command(CLI::App& bench, invocation& inv);  // bench_log_command.cpp

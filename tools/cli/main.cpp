@@ -39,7 +39,6 @@ int main(int argc, char** argv) {
       ->take_all();
 
   cli::invocation inv;
-  cli::add_demo_command(app, inv);
   cli::add_config_command(app, inv);
   cli::add_doctor_command(app, inv);
   cli::add_log_command(app, inv);
