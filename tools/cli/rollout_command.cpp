@@ -17,7 +17,6 @@
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
-#include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
 

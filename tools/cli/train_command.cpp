@@ -24,7 +24,8 @@
 // - learner.evaluate runs one greedy episode per task with the actor before training and after
 //   RFT and PPO, each a line of DIR/eval.jsonl with its log under DIR/eval/.
 #include <chrono>
-#include <cstdlib>
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -45,11 +46,10 @@
 #include "actors/learner/rft_filter.hpp"
 #include "actors/learner/trajectory_source.hpp"
 #include "actors/policy/torch_backend.hpp"
+#include "actors/process/subprocess.hpp"
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
-#include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
-#include "actors/process/subprocess.hpp"
 #include "tools/cli/pipeline.hpp"
 
 namespace cuda_agent::cli {
@@ -118,6 +118,20 @@ void create_tiny_model(const settings& config, const std::filesystem::path& mode
   while (!line.empty() && line.back() == '\n') line.pop_back();
   std::cerr << "train: created a tiny random model: " << line << "\n";
 }
+
+// Episodes counted by the milestones their rewards reached: reward >= 1 passes, 2 beats eager,
+// 3 beats compile.
+struct milestone_counts {
+  int64_t episodes = 0, passed = 0, beat_eager = 0, beat_compile = 0, reward_sum = 0;
+  void add(int32_t reward) {
+    ++episodes;
+    reward_sum += reward;
+    passed += reward >= 1;
+    beat_eager += reward >= 2;
+    beat_compile += reward >= 3;
+  }
+  double rate(int64_t k) const { return episodes == 0 ? 0.0 : static_cast<double>(k) / static_cast<double>(episodes); }
+};
 
 bool is_empty_dir_or_missing(const std::filesystem::path& dir) {
   return !std::filesystem::exists(dir) || (std::filesystem::is_directory(dir) && std::filesystem::is_empty(dir));
@@ -247,7 +261,8 @@ nlohmann::json evaluate(const settings& config, const train_rollouts& r, const s
   auto settled = run_pipeline(greedy, plan, r.device, dir / "log", push_weights);
   std::sort(settled.begin(), settled.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   nlohmann::json tasks = nlohmann::json::array();
-  int64_t ended = 0, passed = 0, beat_eager = 0, beat_compile = 0, reward_sum = 0, failures = 0;
+  milestone_counts ended;
+  int64_t failures = 0;
   for (const auto& s : settled) {
     tasks.push_back({{"task", s.task.id}, {"episode", s.episode_id}, {"reason", to_string(s.ended.reason)},
                      {"reward", s.verdict.reward}});
@@ -255,25 +270,20 @@ nlohmann::json evaluate(const settings& config, const train_rollouts& r, const s
       ++failures;  // not the actor's doing: listed, left out of the rates
       continue;
     }
-    ++ended;
-    reward_sum += s.verdict.reward;
-    passed += s.verdict.reward >= 1;
-    beat_eager += s.verdict.reward >= 2;
-    beat_compile += s.verdict.reward >= 3;
+    ended.add(s.verdict.reward);
   }
-  auto rate = [ended](int64_t k) { return ended == 0 ? 0.0 : static_cast<double>(k) / static_cast<double>(ended); };
   nlohmann::json line{{"after", after},
                       {"step", step},
-                      {"episodes", ended},
+                      {"episodes", ended.episodes},
                       {"infrastructure_failures", failures},
-                      {"reward_mean", rate(reward_sum)},
-                      {"pass_rate", rate(passed)},
-                      {"faster_than_eager", rate(beat_eager)},
-                      {"faster_than_compile", rate(beat_compile)},
+                      {"reward_mean", ended.rate(ended.reward_sum)},
+                      {"pass_rate", ended.rate(ended.passed)},
+                      {"faster_than_eager", ended.rate(ended.beat_eager)},
+                      {"faster_than_compile", ended.rate(ended.beat_compile)},
                       {"tasks", tasks},
                       {"log", (dir / "log").string()}};
-  std::cerr << fmt::format("train: eval after {}: {} of {} pass, reward mean {:.2f}\n", after, passed, ended,
-                           rate(reward_sum));
+  std::cerr << fmt::format("train: eval after {}: {} of {} pass, reward mean {:.2f}\n", after, ended.passed,
+                           ended.episodes, ended.rate(ended.reward_sum));
   return line;
 }
 
@@ -414,16 +424,11 @@ void run_live_ppo(const settings& learner_config, const train_rollouts& r, const
     line["version_lag"] = oldest < 0 ? 0 : sampled_at - oldest;
     // The batch's outcomes by the milestones (reward >= 1 passes, 2 beats eager, 3 compile),
     // over the episodes the agent ended (the learner actor leaves infrastructure failures out).
-    int64_t passed = 0, beat_eager = 0, beat_compile = 0;
-    for (const auto& t : trajectories) {
-      passed += t.reward >= 1;
-      beat_eager += t.reward >= 2;
-      beat_compile += t.reward >= 3;
-    }
-    auto rate = [n = trajectories.size()](int64_t k) { return static_cast<double>(k) / static_cast<double>(n); };
-    line["pass_rate"] = rate(passed);
-    line["faster_than_eager"] = rate(beat_eager);
-    line["faster_than_compile"] = rate(beat_compile);
+    milestone_counts outcomes;
+    for (const auto& t : trajectories) outcomes.add(t.reward);
+    line["pass_rate"] = outcomes.rate(outcomes.passed);
+    line["faster_than_eager"] = outcomes.rate(outcomes.beat_eager);
+    line["faster_than_compile"] = outcomes.rate(outcomes.beat_compile);
     if (!skipped.empty()) line["skipped"] = skipped;
     stage.write_metrics(line);
     learner_update update;
