@@ -321,6 +321,18 @@ const std::vector<setting_spec>& settings::schema() {
        "(--policy demo) into DIR/demo_log and train on it with learner.logs."},
       {"learner.live", T::boolean, "false", {}, 0, 0,
        "PPO on live rollouts of the torch policy over the tasks (the same as train --live)."},
+      {"learner.ppo_epochs", T::integer, "1", {}, 1, 64,
+       "Passes over each PPO batch, one optimiser step each, against the advantages computed before the first."},
+      {"learner.ranks", T::integer, "1", {}, 1, 64,
+       "Data-parallel learner ranks: rank 0 in train's process, the others in learner-rank child "
+       "processes. On CUDA rank r uses the device after rank 0's r times (cuda:0, cuda:1, ...)."},
+      {"learner.collective", T::choice, "auto", {"auto", "tcp", "nccl"}, 0, 0,
+       "How the ranks sum gradients: nccl (a GPU per rank), tcp (over loopback, sums in rank order; "
+       "the CPU twin); auto: nccl where the learner is on CUDA and NCCL was built, else tcp."},
+      {"learner.rank_timeout_s", T::integer, "600", {}, 1, 86400,
+       "A rank that does not answer a collective within this many seconds is lost."},
+      {"learner.rank_retries", T::integer, "2", {}, 0, 100,
+       "Times a step is retried on restarted ranks after a rank is lost, before train fails."},
       {"learner.evaluate", T::boolean, "false", {}, 0, 0,
        "Greedy rollouts of the tasks with the actor before training and after RFT and PPO, "
        "each a line of DIR/eval.jsonl."},

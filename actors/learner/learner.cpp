@@ -1,7 +1,10 @@
 #include "actors/learner/learner.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <sstream>
 
 namespace cuda_agent::learner {
 namespace {
@@ -44,6 +47,7 @@ learner::learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<mode
     throw learner_error{"learner.actor_lr and learner.critic_lr must be positive"};
   if (options_.gamma < 0 || options_.gamma > 1 || options_.lambda < 0 || options_.lambda > 1)
     throw learner_error{"learner.gamma and learner.lambda must lie in [0, 1]"};
+  if (options_.ppo_epochs < 1) throw learner_error{"learner.ppo_epochs must be at least 1"};
   actor_params_ = tensors_of(actor_->named_parameters());
   actor_optimizer_ = std::make_unique<torch::optim::AdamW>(
       adamw(actor_params_, options_.actor_lr, options_.weight_decay));
@@ -108,17 +112,145 @@ std::vector<micro_batch> learner::micro_batches(const std::vector<episode_sample
     report.policy_tokens += out.back().policy_tokens;
     report.tokens += out.back().real_tokens;
   }
+  report.micro_batches = static_cast<int64_t>(out.size());
+  sum_counts(report);
+  return out;
+}
+
+std::vector<std::size_t> shard_of(const std::vector<int64_t>& lengths, int rank, int world) {
+  std::vector<std::size_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return lengths[a] > lengths[b]; });
+  std::vector<int64_t> load(static_cast<std::size_t>(world), 0);
+  std::vector<std::size_t> mine;
+  for (const auto i : order) {
+    const auto least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[static_cast<std::size_t>(least)] += lengths[i];
+    if (least == rank) mine.push_back(i);
+  }
+  std::sort(mine.begin(), mine.end());
+  return mine;
+}
+
+std::vector<episode_sample> learner::share_of(const std::vector<episode_sample>& samples) const {
+  if (!group_) return samples;
+  std::vector<int64_t> lengths;
+  for (const auto& s : samples) lengths.push_back(s.size());
+  std::vector<episode_sample> out;
+  for (const auto i : shard_of(lengths, group_->rank(), group_->world())) out.push_back(samples[i]);
+  return out;
+}
+
+void learner::sum_counts(step_report& report) const {
+  if (group_) {
+    std::vector<torch::Tensor> counts{torch::tensor(
+        {static_cast<double>(report.policy_tokens), static_cast<double>(report.tokens),
+         static_cast<double>(report.micro_batches)},
+        torch::kFloat64)};
+    group_->all_reduce(counts, reduce_op::sum);
+    report.policy_tokens = static_cast<int64_t>(counts[0][0].item<double>());
+    report.tokens = static_cast<int64_t>(counts[0][1].item<double>());
+    report.micro_batches = static_cast<int64_t>(counts[0][2].item<double>());
+  }
   if (report.policy_tokens == 0)
     throw learner_error{"the " + report.stage + " step needs episodes with policy tokens"};
-  report.micro_batches = static_cast<int64_t>(out.size());
-  return out;
+}
+
+void learner::reduce(const std::vector<torch::Tensor>& params, loss_stats& s, double* extra_sum) const {
+  if (!group_) return;
+  std::vector<torch::Tensor> sums;
+  sums.reserve(params.size() + 1);
+  for (const auto& p : params) {
+    if (!p.grad().defined()) const_cast<torch::Tensor&>(p).mutable_grad() = torch::zeros_like(p);
+    sums.push_back(p.grad());
+  }
+  const std::vector<double> counters{static_cast<double>(s.tokens), s.policy_loss_sum, static_cast<double>(s.clipped),
+                                     s.approx_kl_sum, s.entropy_sum, s.ratio_sum, s.is_weight_sum,
+                                     static_cast<double>(s.is_capped), s.kl_ref_sum,
+                                     static_cast<double>(s.value_tokens), s.value_loss_sum,
+                                     static_cast<double>(s.value_clipped), extra_sum ? *extra_sum : 0.0};
+  sums.push_back(torch::tensor(counters, torch::kFloat64));
+  group_->all_reduce(sums, reduce_op::sum);
+  std::vector<torch::Tensor> maxima{torch::tensor({s.ratio_max, s.is_weight_max}, torch::kFloat64)};
+  group_->all_reduce(maxima, reduce_op::max);
+  const auto c = sums.back();
+  auto at = [&c](int64_t i) { return c[i].item<double>(); };
+  s.tokens = static_cast<int64_t>(at(0));
+  s.policy_loss_sum = at(1);
+  s.clipped = static_cast<int64_t>(at(2));
+  s.approx_kl_sum = at(3);
+  s.entropy_sum = at(4);
+  s.ratio_sum = at(5);
+  s.is_weight_sum = at(6);
+  s.is_capped = static_cast<int64_t>(at(7));
+  s.kl_ref_sum = at(8);
+  s.value_tokens = static_cast<int64_t>(at(9));
+  s.value_loss_sum = at(10);
+  s.value_clipped = static_cast<int64_t>(at(11));
+  if (extra_sum) *extra_sum = at(12);
+  s.ratio_max = maxima[0][0].item<double>();
+  s.is_weight_max = maxima[0][1].item<double>();
+}
+
+std::string learner::save_state() {
+  torch::serialize::OutputArchive archive;
+  for (std::size_t i = 0; i < actor_params_.size(); ++i) archive.write("actor" + std::to_string(i), actor_params_[i]);
+  for (std::size_t i = 0; i < critic_params_.size(); ++i) archive.write("critic" + std::to_string(i), critic_params_[i]);
+  torch::serialize::OutputArchive actor_optimizer;
+  actor_optimizer_->save(actor_optimizer);
+  archive.write("actor_optimizer", actor_optimizer);
+  if (critic_optimizer_) {
+    torch::serialize::OutputArchive critic_optimizer;
+    critic_optimizer_->save(critic_optimizer);
+    archive.write("critic_optimizer", critic_optimizer);
+  }
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void learner::load_state(const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
+  torch::NoGradGuard no_grad;
+  auto read_into = [&archive](const std::string& key, torch::Tensor& param) {
+    torch::Tensor t;
+    if (!archive.try_read(key, t) || !t.sizes().equals(param.sizes()))
+      throw learner_error{"a learner state without '" + key + "' of the right shape: the ranks were built from "
+                          "different checkpoints or settings"};
+    param.copy_(t);
+  };
+  for (std::size_t i = 0; i < actor_params_.size(); ++i) read_into("actor" + std::to_string(i), actor_params_[i]);
+  for (std::size_t i = 0; i < critic_params_.size(); ++i) read_into("critic" + std::to_string(i), critic_params_[i]);
+  torch::serialize::InputArchive actor_optimizer;
+  archive.read("actor_optimizer", actor_optimizer);
+  actor_optimizer_->load(actor_optimizer);
+  if (critic_optimizer_) {
+    torch::serialize::InputArchive critic_optimizer;
+    archive.read("critic_optimizer", critic_optimizer);
+    critic_optimizer_->load(critic_optimizer);
+  }
+}
+
+double learner::weights_digest() const {
+  torch::NoGradGuard no_grad;
+  // Position-weighted, so that two weights swapped or a sign flipped show.
+  double digest = 0;
+  int64_t k = 0;
+  for (const auto* params : {&actor_params_, &critic_params_})
+    for (const auto& p : *params) {
+      const auto flat = p.detach().reshape({-1}).to(torch::kFloat64);
+      const auto ramp = torch::arange(1, flat.numel() + 1, flat.options()).mul_(1e-3).add_(static_cast<double>(++k));
+      digest += (flat * ramp).sum().item<double>();
+    }
+  return digest;
 }
 
 step_report learner::rft_step(const std::vector<episode_sample>& input) {
   step_report report;
   report.stage = "rft";
   const auto samples = prepared(input, report);
-  const auto batches = micro_batches(samples, actor_->device(), report);
+  const auto batches = micro_batches(share_of(samples), actor_->device(), report);
   const double total = static_cast<double>(report.policy_tokens);
   actor_optimizer_->zero_grad();
   double nll = 0;
@@ -128,6 +260,7 @@ step_report learner::rft_step(const std::vector<episode_sample>& input) {
     nll += loss.item<double>();
     (loss / total).backward();
   }
+  reduce(actor_params_, report.stats, &nll);
   report.sft_loss = nll / total;
   report.actor_grad_norm = clip_gradients(actor_params_, options_.max_grad_norm);
   actor_optimizer_->step();
@@ -144,7 +277,7 @@ step_report learner::value_step(const std::vector<episode_sample>& input) {
     torch::Tensor values_old, returns;
   };
   std::vector<prepared_batch> batches;
-  for (auto& batch : micro_batches(samples, critic_->device(), report)) {
+  for (auto& batch : micro_batches(share_of(samples), critic_->device(), report)) {
     prepared_batch p{std::move(batch), {}, {}};
     {
       torch::NoGradGuard no_grad;
@@ -161,6 +294,7 @@ step_report learner::value_step(const std::vector<episode_sample>& input) {
     (value_loss_sum(v, p.values_old, p.returns, p.batch.target_mask, options_.ppo.value_clip, report.stats) / total)
         .backward();
   }
+  reduce(critic_params_, report.stats, nullptr);
   report.critic_grad_norm = clip_gradients(critic_params_, options_.max_grad_norm);
   critic_optimizer_->step();
   return report;
@@ -176,7 +310,7 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     torch::Tensor logp_old, values_old, advantages, returns;
   };
   std::vector<prepared_batch> batches;
-  for (auto& batch : micro_batches(samples, actor_->device(), report)) {
+  for (auto& batch : micro_batches(share_of(samples), actor_->device(), report)) {
     prepared_batch p{std::move(batch), {}, {}, {}, {}};
     {
       torch::NoGradGuard no_grad;
@@ -190,22 +324,29 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     batches.push_back(std::move(p));
   }
   const double total = static_cast<double>(report.policy_tokens);
-  actor_optimizer_->zero_grad();
-  critic_optimizer_->zero_grad();
-  for (const auto& p : batches) {
-    const auto out = logprobs_of(actor_->forward(p.batch.input_ids, p.batch.attention_mask), p.batch.targets, true);
-    (policy_loss_sum(out.logprobs, p.logp_old, p.batch.rollout_logprobs.to(out.logprobs.device()), p.advantages,
-                     p.batch.target_mask, options_.ppo, report.stats, {}, out.entropy) /
-     total)
-        .backward();
-    const torch::Tensor v = values(p.batch.input_ids, p.batch.attention_mask);
-    (value_loss_sum(v, p.values_old, p.returns, p.batch.target_mask, options_.ppo.value_clip, report.stats) / total)
-        .backward();
+  std::vector<torch::Tensor> both = actor_params_;
+  both.insert(both.end(), critic_params_.begin(), critic_params_.end());
+  for (int64_t epoch = 0; epoch < options_.ppo_epochs; ++epoch) {
+    loss_stats stats;
+    actor_optimizer_->zero_grad();
+    critic_optimizer_->zero_grad();
+    for (const auto& p : batches) {
+      const auto out = logprobs_of(actor_->forward(p.batch.input_ids, p.batch.attention_mask), p.batch.targets, true);
+      (policy_loss_sum(out.logprobs, p.logp_old, p.batch.rollout_logprobs.to(out.logprobs.device()), p.advantages,
+                       p.batch.target_mask, options_.ppo, stats, {}, out.entropy) /
+       total)
+          .backward();
+      const torch::Tensor v = values(p.batch.input_ids, p.batch.attention_mask);
+      (value_loss_sum(v, p.values_old, p.returns, p.batch.target_mask, options_.ppo.value_clip, stats) / total)
+          .backward();
+    }
+    reduce(both, stats, nullptr);
+    report.stats.add(stats);
+    report.actor_grad_norm = clip_gradients(actor_params_, options_.max_grad_norm);
+    report.critic_grad_norm = clip_gradients(critic_params_, options_.max_grad_norm);
+    actor_optimizer_->step();
+    critic_optimizer_->step();
   }
-  report.actor_grad_norm = clip_gradients(actor_params_, options_.max_grad_norm);
-  report.critic_grad_norm = clip_gradients(critic_params_, options_.max_grad_norm);
-  actor_optimizer_->step();
-  critic_optimizer_->step();
   return report;
 }
 

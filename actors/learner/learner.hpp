@@ -13,6 +13,15 @@
 // bias, zero at start, so that V = 0 until it learns) on the final hidden states; V at position
 // i is the value of the state before the policy token x_{i+1} (packing.hpp's alignment).
 //
+// Data parallelism (set_collective): every rank gets the whole batch, trains on its share
+// (shard_of: the episodes dealt longest first to the rank with the fewest tokens), and the
+// ranks sum token counts, loss statistics and gradients (collective.hpp) before the clipping
+// and the optimiser step, which every rank then takes on the same numbers. The losses are the
+// same token means as on one rank; only the order of the floating-point sums differs.
+//
+// PPO runs learner_options::ppo_epochs passes over its batch, each one optimiser step of each
+// model, against the logp_old, V_old and advantages computed once before the first.
+//
 // Truncated (runaway) episodes, whose reason is turn_budget, token_budget or timeout, are treated
 // as learner_options::truncated says: "penalty" (the default) trains on them with reward -1
 // whatever the harness gave the workdir, "reward" keeps the harness's reward, "drop" leaves them
@@ -26,6 +35,7 @@
 
 #include <torch/torch.h>
 
+#include "actors/learner/collective.hpp"
 #include "actors/learner/episode_sample.hpp"
 #include "actors/learner/packing.hpp"
 #include "actors/learner/ppo.hpp"
@@ -42,6 +52,7 @@ struct learner_options {
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;      // per model, before the step; <= 0: no clipping
   int64_t token_budget = 16384;    // padded tokens per micro-batch
+  int64_t ppo_epochs = 1;          // passes (optimiser steps) over each PPO batch
   std::string truncated = "penalty";  // "penalty", "reward" or "drop"
 };
 
@@ -55,7 +66,7 @@ struct step_report {
   int64_t policy_tokens = 0;  // tokens the losses are averaged over
   double sft_loss = 0;        // rft: mean negative log-likelihood per policy token
   loss_stats stats;
-  double actor_grad_norm = 0;   // before clipping
+  double actor_grad_norm = 0;   // before clipping (PPO: of the last epoch)
   double critic_grad_norm = 0;
   double reward_mean = 0;
 };
@@ -77,6 +88,17 @@ class learner {
   // value loss.
   step_report ppo_step(const std::vector<episode_sample>& samples);
 
+  // Trains as one rank of `group` from now on (nullptr: alone). The ranks must hold the same
+  // weights and optimiser states (load_state) before their first step together.
+  void set_collective(std::shared_ptr<collective> group) { group_ = std::move(group); }
+
+  // Every weight and optimiser state, as bytes that load_state of a learner built from the same
+  // checkpoint and options reads back exactly (a rank's start, a step's retry).
+  std::string save_state();
+  void load_state(const std::string& bytes);
+  // A checksum of every weight (actor, critic and value head); equal on ranks in step.
+  double weights_digest() const;
+
   model::transformer& actor() { return *actor_; }
   torch::optim::AdamW& actor_optimizer() { return *actor_optimizer_; }
   torch::optim::AdamW* critic_optimizer() { return critic_optimizer_.get(); }
@@ -94,6 +116,14 @@ class learner {
   std::vector<micro_batch> micro_batches(const std::vector<episode_sample>& samples, torch::Device device,
                                          step_report& report) const;
   void require_critic(const char* stage) const;
+  // This rank's share of the samples (all of them alone).
+  std::vector<episode_sample> share_of(const std::vector<episode_sample>& samples) const;
+  // Sums the micro-batch and token counts over the ranks; throws learner_error when the batch
+  // holds no policy token.
+  void sum_counts(step_report& report) const;
+  // Sums the gradients of `params` (a rank without samples adds zeros) and the statistics over
+  // the ranks; a no-op alone.
+  void reduce(const std::vector<torch::Tensor>& params, loss_stats& stats, double* extra_sum) const;
 
   std::shared_ptr<model::transformer> actor_;
   std::shared_ptr<model::transformer> critic_;
@@ -104,6 +134,12 @@ class learner {
   std::vector<torch::Tensor> critic_params_;
   std::unique_ptr<torch::optim::AdamW> actor_optimizer_;
   std::unique_ptr<torch::optim::AdamW> critic_optimizer_;
+  std::shared_ptr<collective> group_;
 };
+
+// The indices of `lengths` that rank `rank` of `world` trains on, ascending: longest first to
+// the rank with the fewest tokens so far (ties to the lower rank), so that shares are balanced
+// in tokens and the same on every rank.
+std::vector<std::size_t> shard_of(const std::vector<int64_t>& lengths, int rank, int world);
 
 }  // namespace cuda_agent::learner

@@ -168,8 +168,14 @@ void kv_cache::truncate(int64_t n) {
   length_ = n;
 }
 
+// Tensors always carry an index; "cuda" means cuda:0 in a process that never changes devices,
+// and the caches' device checks compare with the tensors' devices.
+static torch::Device indexed(torch::Device device) {
+  return device.is_cuda() && !device.has_index() ? torch::Device{torch::kCUDA, 0} : device;
+}
+
 transformer::transformer(model_config config, torch::Device device, torch::ScalarType dtype)
-    : config_(std::move(config)), device_(device), dtype_(dtype), layers_(std::make_unique<layers>()) {
+    : config_(std::move(config)), device_(indexed(device)), dtype_(dtype), layers_(std::make_unique<layers>()) {
   const model_config& c = config_;
   layers& L = *layers_;
   L.blocks.resize(size_t(c.num_hidden_layers));
@@ -276,12 +282,20 @@ torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const t
     throw model_error("transformer::forward: a token id outside [0, " + std::to_string(c.vocab_size) + ")");
   }
   torch::Tensor mask;  // [B, 1, T, T] bool, or undefined: causal only
-  if (attention_mask.defined()) {
-    if (attention_mask.sizes() != input_ids.sizes()) {
-      throw model_error("transformer::forward: attention_mask must have input_ids' shape");
-    }
+  if (attention_mask.defined() && attention_mask.sizes() != input_ids.sizes()) {
+    throw model_error("transformer::forward: attention_mask must have input_ids' shape");
+  }
+  const torch::Tensor keep = attention_mask.defined() ? attention_mask.to(device_).to(torch::kBool) : torch::Tensor{};
+  // Right padding only (every row ones, then zeros): causal attention already keeps each real
+  // token off the padding after it, so the fused kernels run without a mask (an explicit one
+  // takes the math path, whose T x T scores do not fit long sequences). Padding rows differ,
+  // and nothing reads them.
+  const bool right_padded =
+      keep.defined() &&
+      (T < 2 || !keep.narrow(1, 1, T - 1).logical_and(keep.narrow(1, 0, T - 1).logical_not()).any().item<bool>());
+  if (keep.defined() && !right_padded) {
     auto bool_opts = torch::TensorOptions().dtype(torch::kBool).device(device_);
-    torch::Tensor keys = attention_mask.to(device_).to(torch::kBool).view({B, 1, 1, T});
+    torch::Tensor keys = keep.view({B, 1, 1, T});
     torch::Tensor causal = torch::ones({T, T}, bool_opts).tril();
     // A padding query also sees itself, so that no row is empty (NaN otherwise).
     mask = causal.logical_and(keys).logical_or(torch::eye(T, bool_opts));

@@ -131,6 +131,15 @@ def test_logits_match_transformers(name, checkpoints, tmp_path):
     diff = (got - want).abs()[real].max().item()
     print(f"{name}: max |logit diff| (padded batch) = {diff:.3g}")
     assert diff < TOLERANCE
+    # Left padding takes the explicit mask (right padding runs the fused causal kernels).
+    left_ids = [[0] * (width - len(r)) + r for r in rows]
+    left_mask = [[0] * (width - len(r)) + [1] * len(r) for r in rows]
+    got_left = torch.tensor(probe("logits", checkpoints[name], write_json(
+        tmp_path, "left.json", {"input_ids": left_ids, "attention_mask": left_mask}))["logits"])
+    with torch.no_grad():
+        want_left = model(input_ids=torch.tensor(left_ids), attention_mask=torch.tensor(left_mask)).logits.double()
+    real_left = torch.tensor(left_mask, dtype=torch.bool)
+    assert (got_left - want_left).abs()[real_left].max().item() < TOLERANCE
     # The padded row equals the same tokens alone, and no mask at all equals causal attention.
     alone = torch.tensor(probe("logits", checkpoints[name],
                                write_json(tmp_path, "one.json", {"input_ids": [rows[1]]}))["logits"])[0]

@@ -40,6 +40,7 @@ void add_bench_harness_command(CLI::App& bench, invocation& inv);  // bench_harn
 void add_generate_command(CLI::App& app, invocation& inv);          // generate_command.cpp
 void add_bench_generate_command(CLI::App& bench, invocation& inv);  // bench_generate_command.cpp
 void add_train_command(CLI::App& app, invocation& inv);             // train_command.cpp
+void add_learner_rank_command(CLI::App& app, invocation& inv);      // train_command.cpp
 #endif
 
 }  // namespace cuda_agent::cli

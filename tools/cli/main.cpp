@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
 #ifdef CUDA_AGENT_HAVE_TORCH
   cli::add_generate_command(app, inv);
   cli::add_train_command(app, inv);
+  cli::add_learner_rank_command(app, inv);
 #endif
   auto* bench = app.add_subcommand("bench", "Benchmarks that print their numbers");
   bench->require_subcommand(1);

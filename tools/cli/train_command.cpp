@@ -43,6 +43,7 @@
 #include "actors/learner/checkpoint.hpp"
 #include "actors/learner/learner_actor.hpp"
 #include "actors/learner/learner.hpp"
+#include "actors/learner/rank_group.hpp"
 #include "actors/learner/rft_filter.hpp"
 #include "actors/learner/trajectory_source.hpp"
 #include "actors/policy/torch_backend.hpp"
@@ -323,7 +324,8 @@ std::vector<learner::episode_sample> draw(const std::vector<learner::episode_sam
   return out;
 }
 
-nlohmann::json metrics_of(const learner::step_report& r, int64_t step, int64_t stage_step, double seconds) {
+nlohmann::json metrics_of(const learner::step_report& r, int64_t step, int64_t stage_step, double seconds,
+                          const learner::rank_group& ranks) {
   const auto& s = r.stats;
   nlohmann::json j{{"step", step},
                    {"stage", r.stage},
@@ -350,6 +352,10 @@ nlohmann::json metrics_of(const learner::step_report& r, int64_t step, int64_t s
     j["is_weight_max"] = s.is_weight_max;
     j["is_capped_fraction"] = s.is_capped_fraction();
   }
+  if (ranks.world() > 1) {
+    j["ranks"] = ranks.world();
+    j["rank_restarts"] = ranks.restarts();  // so far in this process
+  }
   return j;
 }
 
@@ -375,7 +381,7 @@ std::pair<int64_t, int64_t> version_range(const std::vector<learner::episode_sam
 // What a live PPO stage needs from run_train: the learner, its actor, the step counter and how
 // a step is written down (metrics line, checkpoint).
 struct live_stage {
-  learner::learner* trainer = nullptr;
+  learner::rank_group* trainer = nullptr;
   model::transformer* actor = nullptr;
   int64_t* step = nullptr;
   int64_t stage_start = 0;
@@ -410,13 +416,13 @@ void run_live_ppo(const settings& learner_config, const train_rollouts& r, const
     std::string skipped;
     try {
       if (samples.empty()) throw learner::learner_error{"no trajectory of the batch holds tokens"};
-      report = stage.trainer->ppo_step(samples);
+      report = stage.trainer->step("ppo", samples);
     } catch (const learner::learner_error& e) {
       skipped = e.what();  // the batch counts; the weights stay as they were
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t step = ++*stage.step;
-    auto line = metrics_of(report, step, step - stage.stage_start, seconds);
+    auto line = metrics_of(report, step, step - stage.stage_start, seconds, *stage.trainer);
     const auto [oldest, newest] = version_range(samples);
     line["live"] = true;
     line["rollout_episodes"] = trajectories.size();
@@ -463,6 +469,25 @@ void run_live_ppo(const settings& learner_config, const train_rollouts& r, const
   } catch (const std::runtime_error& e) {
     throw std::runtime_error{std::string{"train --live: "} + e.what()};
   }
+}
+
+// The data-parallel ranks of learner.ranks / learner.collective (auto: NCCL for more than one
+// rank on CUDA where it was built, else tcp).
+learner::rank_group_options rank_options(const settings& config, const std::filesystem::path& model_dir,
+                                         bool critic, const learner::learner_options& options,
+                                         const torch::Device& device) {
+  learner::rank_group_options out;
+  out.world = static_cast<int>(config.get_int("learner.ranks"));
+  out.collective = config.get_string("learner.collective");
+  if (out.collective == "auto")
+    out.collective = device.is_cuda() && out.world > 1 && learner::nccl_available() ? "nccl" : "tcp";
+  out.timeout = std::chrono::seconds{config.get_int("learner.rank_timeout_s")};
+  out.retries = static_cast<int>(config.get_int("learner.rank_retries"));
+  out.binary = std::filesystem::read_symlink("/proc/self/exe");
+  out.model_dir = std::filesystem::absolute(model_dir);
+  out.critic = critic;
+  out.learner = options;
+  return out;
 }
 
 int run_train(const settings& config, const train_flags& flags) {
@@ -553,6 +578,7 @@ int run_train(const settings& config, const train_flags& flags) {
   options.lambda = config.get_real("learner.gae_lambda");
   options.ppo.is_cap = config.get_real("learner.is_cap");
   options.truncated = config.get_string("learner.truncated");
+  options.ppo_epochs = config.get_int("learner.ppo_epochs");
   learner::learner trainer{actor, critic, options};
 
   std::mt19937_64 rng{static_cast<uint64_t>(config.get_int("learner.seed"))};
@@ -587,6 +613,8 @@ int run_train(const settings& config, const train_flags& flags) {
     evaluated.insert(after);
   };
   evaluate_after("start");
+  // The data-parallel ranks start from the (resumed) state; one tcp rank is the learner itself.
+  learner::rank_group group{rank_options(config, model_dir, need_critic, options, device), trainer};
 
   const int64_t every = config.get_int("learner.checkpoint_every");
   const int keep = static_cast<int>(config.get_int("learner.keep_checkpoints"));
@@ -617,17 +645,15 @@ int run_train(const settings& config, const train_flags& flags) {
     set_actor_lr(stage.name == "rft" ? rft_lr : options.actor_lr);
     if (stage.name == "ppo" && live) {
       if (step < stage_end)
-        run_live_ppo(config, rollouts, {&trainer, actor.get(), &step, stage_start, stage_end, write_metrics,
+        run_live_ppo(config, rollouts, {&group, actor.get(), &step, stage_start, stage_end, write_metrics,
                                         [&, stage_end] { return checkpoint("ppo", stage_end); }});
     } else {
       for (int64_t global = std::max(step, stage_start); global < stage_end; ++global) {
         const auto samples = draw(stage.pool, batch, rng);
         const auto t0 = std::chrono::steady_clock::now();
-        const auto report = stage.name == "rft"              ? trainer.rft_step(samples)
-                            : stage.name == "value_pretrain" ? trainer.value_step(samples)
-                                                             : trainer.ppo_step(samples);
+        const auto report = group.step(stage.name, samples);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        write_metrics(metrics_of(report, global + 1, global + 1 - stage_start, seconds));
+        write_metrics(metrics_of(report, global + 1, global + 1 - stage_start, seconds, group));
         step = global + 1;
         checkpoint(stage.name, stage_end);
       }
@@ -642,6 +668,28 @@ int run_train(const settings& config, const train_flags& flags) {
 }
 
 }  // namespace
+
+void add_learner_rank_command(CLI::App& app, invocation& inv) {
+  struct flags_t {
+    std::string join;
+    int rank = 0;
+    int world = 0;
+  };
+  auto flags = std::make_shared<flags_t>();
+  auto* cmd = app.add_subcommand("learner-rank", "One data-parallel learner rank; train starts these (learner.ranks)");
+  cmd->group("");  // started by train, not by people
+  cmd->add_option("--join", flags->join, "Rank 0's HOST:PORT")->required();
+  cmd->add_option("--rank", flags->rank, "This rank")->required()->check(CLI::Range(1, 63));
+  cmd->add_option("--world", flags->world, "Ranks in all")->required()->check(CLI::Range(2, 64));
+  cmd->callback([&inv, flags] {
+    inv.action = [flags] {
+      const auto colon = flags->join.rfind(':');
+      if (colon == std::string::npos) throw usage_error{"--join wants HOST:PORT, got '" + flags->join + "'"};
+      return learner::serve_rank(flags->join.substr(0, colon), std::stoi(flags->join.substr(colon + 1)), flags->rank,
+                                 flags->world);
+    };
+  });
+}
 
 void add_train_command(CLI::App& app, invocation& inv) {
   auto flags = std::make_shared<train_flags>();
