@@ -69,7 +69,7 @@ def rollout(checkpoint, scratch, tasks, *extra):
          "--set", f"policy.demo_dir={SOURCE / 'corpus' / 'demos'}",
          "--set", f"policy.tools_dir={TOOLS_DIR}", "--set", f"policy.model_dir={checkpoint}",
          "--set", "harness.timed_runs=5", "--set", "harness.warmup_runs=2", *extra,
-         "rollout", "--corpus", "smoke", "--policy", "demo", "--tasks", tasks,
+         "rollout", "--corpus", "smoke", "--device", "cpu", "--policy", "demo", "--tasks", tasks,
          "--log", str(scratch / "log"), "--run-id", "demo"],
         capture_output=True, text=True, timeout=600)
 
