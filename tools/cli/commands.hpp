@@ -39,6 +39,7 @@ void add_bench_harness_command(CLI::App& bench, invocation& inv);  // bench_harn
 #ifdef CUDA_AGENT_HAVE_TORCH
 void add_generate_command(CLI::App& app, invocation& inv);          // generate_command.cpp
 void add_bench_generate_command(CLI::App& bench, invocation& inv);  // bench_generate_command.cpp
+void add_bench_learn_command(CLI::App& bench, invocation& inv);     // bench_learn_command.cpp
 void add_train_command(CLI::App& app, invocation& inv);             // train_command.cpp
 void add_learner_rank_command(CLI::App& app, invocation& inv);      // train_command.cpp
 #endif

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   cli::add_bench_harness_command(*bench, inv);
 #ifdef CUDA_AGENT_HAVE_TORCH
   cli::add_bench_generate_command(*bench, inv);
+  cli::add_bench_learn_command(*bench, inv);
 #endif
 
   try {

@@ -1,0 +1,41 @@
+"""`cuda-agent bench learn` (tools/cli/bench_learn_command.cpp) on CPU: a short run's JSON has a
+row per stage and length with positive rates whose FLOP figure follows from the shape, and bad
+input is a one-line error with status 2. The H200 numbers are in docs/benchmarks.md."""
+import json
+import subprocess
+import sys
+import pathlib
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
+from test_torch_policy import binary  # noqa: E402
+
+
+def run(args):
+    return subprocess.run([binary(), "bench", "learn", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_short_run_reports_every_cell():
+    done = run(["--device", "cpu", "--shape", "tiny", "--tokens", "64,128", "--repeats", "2", "--episodes", "2",
+                "--json"])
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    rows = out["rows"]
+    assert [(r["stage"], r["tokens_per_episode"]) for r in rows] == [("rft", 64), ("rft", 128), ("ppo", 64), ("ppo", 128)]
+    for r in rows:
+        s = r["step_s"]
+        assert 0 < s["min"] <= s["median"] <= s["max"]
+        assert r["tokens_per_s"] == 2 * r["tokens_per_episode"] / s["median"]
+        assert r["tflops"] > 0 and "mfu" not in r  # no peak on cpu unless given
+    # The tiny shape (hidden 64, 2 layers, 4 heads of 16, intermediate 128, vocab 4096, tied):
+    # matrices 2 * (64*64 + 2*64*32 + 64*64 + 3*64*128) = 73728, lm_head 262144.
+    rft64 = rows[0]
+    forward = 2 * (73728 + 262144) * 64 + 2 * 2 * 64 * 64 * 64
+    assert abs(rft64["tflops"] * 1e12 * rft64["step_s"]["median"] - 2 * 3 * forward) < 1e-3 * forward
+
+
+def test_bad_input_is_a_one_line_error():
+    for args, word in ((["--tokens", "abc"], "--tokens"), (["--stages", "sft"], "--stages"),
+                       (["--repeats", "0"], "--repeats"), (["--shape", "gpt5"], "--shape")):
+        done = run(["--device", "cpu", *args])
+        assert done.returncode == 2 and word in done.stderr, (args, done.stderr)
+        assert done.stderr.strip().count("\n") == 0, done.stderr

@@ -1,0 +1,206 @@
+// `cuda-agent bench learn`: the learner's step time, tokens/s and model FLOP utilisation for a
+// model of a named shape (random weights) at given episode lengths, on the train path itself
+// (learner::rft_step and ppo_step, fp32 weights and AdamW as `train` runs them).
+//
+// Each cell is E episodes of T random tokens (the first tenth a prompt, loss mask 0; the rest
+// policy tokens), in one micro-batch (token budget E * T). One warm-up step, then --repeats timed
+// steps, the device synchronised around each. FLOPs per forward of T tokens: 2 * (matrix
+// parameters) * T + 2 * layers * T^2 * (heads * head_dim) (causal attention's two products);
+// a backward is twice a forward. RFT = 3 forwards of the actor; PPO = the old log-probabilities
+// and values (a forward of each model) + a forward and backward of each = 4 (F_actor + F_critic),
+// the critic without the lm_head. MFU is against --peak-tflops (on cuda by default the H200's
+// 67 TFLOP/s of fp32 without tensor cores: the learner computes in fp32 and LibTorch leaves TF32
+// off). A cell that runs out of memory says so and the others go on.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "actors/learner/learner.hpp"
+#include "actors/model/transformer.hpp"
+#include "tools/cli/commands.hpp"
+#include "tools/cli/random_checkpoint.hpp"
+
+namespace cuda_agent::cli {
+namespace {
+
+struct bench_learn_options {
+  std::string device = "cuda";
+  std::string shape;
+  std::string tokens;
+  int episodes = 1;
+  int repeats = 3;
+  std::string stages = "rft,ppo";
+  double peak_tflops = 0;
+  bool json = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    const auto comma = s.find(',', start);
+    const auto item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<learner::episode_sample> random_episodes(int count, int64_t length, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  std::uniform_int_distribution<int64_t> token(0, vocab - 1);
+  std::vector<learner::episode_sample> out;
+  for (int e = 0; e < count; ++e) {
+    learner::episode_sample s;
+    s.episode_id = "bench-" + std::to_string(e);
+    s.task_id = "bench";
+    const int64_t prompt = std::max<int64_t>(1, length / 10);
+    for (int64_t t = 0; t < length; ++t) {
+      s.tokens.push_back(token(rng));
+      s.loss_mask.push_back(t >= prompt ? 1 : 0);
+      s.rollout_logprobs.push_back(t >= prompt ? -static_cast<float>(std::log(static_cast<double>(vocab))) : 0.0f);
+    }
+    s.turn_versions = {0};
+    s.reward = e % 2 == 0 ? 1 : -1;
+    s.turns = 1;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+double forward_flops(const model::model_config& c, int64_t tokens, bool with_lm_head) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t q = c.num_attention_heads * D, kv = c.num_key_value_heads * D;
+  const double per_layer = static_cast<double>(H * q + 2 * H * kv + q * H + 3 * H * I);
+  double matrices = per_layer * static_cast<double>(c.num_hidden_layers);
+  if (with_lm_head) matrices += static_cast<double>(c.vocab_size * H);
+  const double t = static_cast<double>(tokens);
+  return 2.0 * matrices * t + 2.0 * static_cast<double>(c.num_hidden_layers) * t * t * static_cast<double>(q);
+}
+
+int run_bench_learn(bench_learn_options opt) {
+  const bool cuda = opt.device == "cuda";
+  if (cuda && !torch::cuda::is_available())
+    throw usage_error{"--device cuda: LibTorch sees no CUDA device here (use --device cpu)"};
+  if (opt.shape.empty()) opt.shape = cuda ? "qwen2-0.5b" : "tiny";
+  if (opt.tokens.empty()) opt.tokens = cuda ? "2048,8192,32768" : "256,1024";
+  if (opt.episodes < 1 || opt.repeats < 1) throw usage_error{"--episodes and --repeats must be at least 1"};
+  std::vector<int64_t> lengths;
+  for (const auto& item : split(opt.tokens)) {
+    try {
+      lengths.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      throw usage_error{"--tokens: '" + item + "' is not a number (give a comma list such as 2048,8192)"};
+    }
+    if (lengths.back() < 2) throw usage_error{"--tokens: an episode needs at least 2 tokens"};
+  }
+  const auto stages = split(opt.stages);
+  for (const auto& s : stages)
+    if (s != "rft" && s != "ppo") throw usage_error{"--stages: '" + s + "' is not rft or ppo"};
+  const double peak = opt.peak_tflops > 0 ? opt.peak_tflops : (cuda ? 67.0 : 0.0);
+
+  auto config = named_shape(opt.shape);
+  config.torch_dtype = "float32";
+  for (const auto t : lengths)
+    if (t > config.max_position_embeddings)
+      throw usage_error{"--tokens: " + std::to_string(t) + " exceeds the shape's max_position_embeddings"};
+  temp_dir temp{std::filesystem::temp_directory_path() / ("cuda-agent-bench-learn-" + std::to_string(::getpid()))};
+  write_random_checkpoint(temp.path, config, torch::kFloat32);
+  const torch::Device device = cuda ? torch::Device{torch::kCUDA, 0} : torch::Device{torch::kCPU};
+  auto sync = [&] {
+    if (cuda) torch::cuda::synchronize(0);
+  };
+
+  nlohmann::json rows = nlohmann::json::array();
+  if (!opt.json)
+    std::printf("bench learn: %s (random fp32 weights), %s, %d episode(s) per step, %d timed steps per cell\n",
+                opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats);
+  if (!opt.json)
+    std::printf("%-5s %8s %14s %12s %10s %7s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s", "MFU");
+  for (const auto& stage : stages)
+    for (const auto length : lengths) {
+      nlohmann::json row{{"stage", stage}, {"tokens_per_episode", length}, {"episodes", opt.episodes}};
+      try {
+        auto actor = model::transformer::load(temp.path, device, torch::kFloat32);
+        auto critic = stage == "ppo" ? model::transformer::load(temp.path, device, torch::kFloat32) : nullptr;
+        learner::learner_options options;
+        options.token_budget = length * opt.episodes;
+        learner::learner l{actor, critic, options};
+        const auto samples = random_episodes(opt.episodes, length, config.vocab_size, 7);
+        std::vector<double> seconds;
+        for (int i = 0; i <= opt.repeats; ++i) {
+          sync();
+          const auto t0 = std::chrono::steady_clock::now();
+          if (stage == "rft")
+            l.rft_step(samples);
+          else
+            l.ppo_step(samples);
+          sync();
+          if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(seconds.begin(), seconds.end());
+        const double median = seconds[seconds.size() / 2];
+        const double tokens = static_cast<double>(length * opt.episodes);
+        const double flops = static_cast<double>(opt.episodes) *
+                             (stage == "rft" ? 3.0 * forward_flops(config, length, true)
+                                             : 4.0 * (forward_flops(config, length, true) +
+                                                      forward_flops(config, length, false)));
+        row["step_s"] = {{"median", median}, {"min", seconds.front()}, {"max", seconds.back()}};
+        row["tokens_per_s"] = tokens / median;
+        row["tflops"] = flops / median / 1e12;
+        if (peak > 0) row["mfu"] = flops / median / 1e12 / peak;
+        if (!opt.json) {
+          char mfu[32] = "-";
+          if (peak > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * flops / median / 1e12 / peak);
+          std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s\n", stage.c_str(),
+                      static_cast<long long>(length), median, seconds.front(), seconds.back(), tokens / median,
+                      flops / median / 1e12, mfu);
+        }
+      } catch (const c10::OutOfMemoryError& e) {
+        row["error"] = "out of memory";
+        if (!opt.json)
+          std::printf("%-5s %8lld out of memory\n", stage.c_str(), static_cast<long long>(length));
+      }
+      rows.push_back(row);
+    }
+  if (opt.json)
+    std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"rows", rows}}
+                     .dump()
+              << "\n";
+  else if (peak > 0)
+    std::printf("MFU against %.0f TFLOP/s%s\n", peak, opt.peak_tflops > 0 ? "" : " (H200 fp32 without tensor cores)");
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_learn_command(CLI::App& bench, invocation& inv) {
+  auto opt = std::make_shared<bench_learn_options>();
+  CLI::App* cmd = bench.add_subcommand(
+      "learn", "Step time, tokens/s and MFU of the learner's RFT and PPO steps for a model shape");
+  cmd->add_option("--device", opt->device, "Where the learner runs")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--shape", opt->shape,
+                  "A random model of this shape: qwen2-0.5b, qwen2.5-7b, tiny (default: qwen2-0.5b on cuda, tiny on cpu)");
+  cmd->add_option("--tokens", opt->tokens,
+                  "Tokens per episode, a comma list (default: 2048,8192,32768 on cuda, 256,1024 on cpu)");
+  cmd->add_option("--episodes", opt->episodes, "Episodes per step, one micro-batch");
+  cmd->add_option("--repeats", opt->repeats, "Timed steps per cell (after one warm-up step)");
+  cmd->add_option("--stages", opt->stages, "rft, ppo or both, a comma list");
+  cmd->add_option("--peak-tflops", opt->peak_tflops, "Peak for the MFU column (default: 67 on cuda, none on cpu)");
+  cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
+  cmd->callback([opt, &inv] { inv.action = [opt] { return run_bench_learn(*opt); }; });
+}
+
+}  // namespace cuda_agent::cli
