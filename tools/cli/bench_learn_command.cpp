@@ -45,19 +45,6 @@ struct bench_learn_options {
   bool json = false;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    const auto comma = s.find(',', start);
-    const auto item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 std::vector<learner::episode_sample> random_episodes(int count, int64_t length, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng{seed};
   std::uniform_int_distribution<int64_t> token(0, vocab - 1);
@@ -98,7 +85,7 @@ int run_bench_learn(bench_learn_options opt) {
   if (opt.tokens.empty()) opt.tokens = cuda ? "2048,8192,32768" : "256,1024";
   if (opt.episodes < 1 || opt.repeats < 1) throw usage_error{"--episodes and --repeats must be at least 1"};
   std::vector<int64_t> lengths;
-  for (const auto& item : split(opt.tokens)) {
+  for (const auto& item : split_list(opt.tokens)) {
     try {
       lengths.push_back(std::stoll(item));
     } catch (const std::exception&) {
@@ -106,7 +93,7 @@ int run_bench_learn(bench_learn_options opt) {
     }
     if (lengths.back() < 2) throw usage_error{"--tokens: an episode needs at least 2 tokens"};
   }
-  const auto stages = split(opt.stages);
+  const auto stages = split_list(opt.stages);
   for (const auto& s : stages)
     if (s != "rft" && s != "ppo") throw usage_error{"--stages: '" + s + "' is not rft or ppo"};
   const double peak = opt.peak_tflops > 0 ? opt.peak_tflops : (cuda ? 67.0 : 0.0);

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "config/settings.hpp"
 
@@ -42,6 +44,8 @@ void add_bench_generate_command(CLI::App& bench, invocation& inv);  // bench_gen
 void add_bench_learn_command(CLI::App& bench, invocation& inv);     // bench_learn_command.cpp
 void add_train_command(CLI::App& app, invocation& inv);             // train_command.cpp
 void add_learner_rank_command(CLI::App& app, invocation& inv);      // train_command.cpp
+// The non-empty items of a comma list ("a,,b" -> a, b).                 train_command.cpp
+std::vector<std::string> split_list(const std::string& list);
 #endif
 
 }  // namespace cuda_agent::cli

@@ -76,14 +76,6 @@ struct train_flags {
   std::filesystem::path log_dir;
 };
 
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in{list};
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // learner.init_model = "tiny": a tiny random checkpoint in the empty (or missing) model_dir,
 // made in a sibling directory and renamed into place, so that a run killed while it is made
 // leaves no half checkpoint behind.
@@ -668,6 +660,14 @@ int run_train(const settings& config, const train_flags& flags) {
 }
 
 }  // namespace
+
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in{list};
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
 
 void add_learner_rank_command(CLI::App& app, invocation& inv) {
   struct flags_t {
