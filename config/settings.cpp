@@ -323,6 +323,9 @@ const std::vector<setting_spec>& settings::schema() {
        "PPO on live rollouts of the torch policy over the tasks (the same as train --live)."},
       {"learner.ppo_epochs", T::integer, "1", {}, 1, 64,
        "Passes over each PPO batch, one optimiser step each, against the advantages computed before the first."},
+      {"learner.logit_chunk_tokens", T::integer, "4096", {}, 0, 1 << 24,
+       "Positions whose [positions, vocab] float32 logits the learner holds at once; the backward "
+       "recomputes each chunk's instead of keeping them. 0: a whole micro-batch at once."},
       {"learner.ranks", T::integer, "1", {}, 1, 64,
        "Data-parallel learner ranks: rank 0 in train's process, the others in learner-rank child "
        "processes. On CUDA rank r uses the device after rank 0's r times (cuda:0, cuda:1, ...)."},

@@ -48,6 +48,9 @@ learner::learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<mode
   if (options_.gamma < 0 || options_.gamma > 1 || options_.lambda < 0 || options_.lambda > 1)
     throw learner_error{"learner.gamma and learner.lambda must lie in [0, 1]"};
   if (options_.ppo_epochs < 1) throw learner_error{"learner.ppo_epochs must be at least 1"};
+  if (options_.logit_chunk_tokens < 0) {
+    throw learner_error{"learner.logit_chunk_tokens must be 0 (all at once) or a positive count of positions"};
+  }
   actor_params_ = tensors_of(actor_->named_parameters());
   actor_optimizer_ = std::make_unique<torch::optim::AdamW>(
       adamw(actor_params_, options_.actor_lr, options_.weight_decay));
@@ -246,6 +249,11 @@ double learner::weights_digest() const {
   return digest;
 }
 
+token_logprobs learner::actor_logprobs(const micro_batch& b, bool with_entropy) {
+  return logprobs_of_hidden(actor_->hidden_states(b.input_ids, b.attention_mask), actor_->output_weight(), b.targets,
+                            with_entropy, options_.logit_chunk_tokens);
+}
+
 step_report learner::rft_step(const std::vector<episode_sample>& input) {
   step_report report;
   report.stage = "rft";
@@ -255,7 +263,7 @@ step_report learner::rft_step(const std::vector<episode_sample>& input) {
   actor_optimizer_->zero_grad();
   double nll = 0;
   for (const auto& b : batches) {
-    const auto logp = logprobs_of(actor_->forward(b.input_ids, b.attention_mask), b.targets, false).logprobs;
+    const auto logp = actor_logprobs(b, false).logprobs;
     const torch::Tensor loss = sft_loss_sum(logp, b.target_mask);
     nll += loss.item<double>();
     (loss / total).backward();
@@ -314,8 +322,7 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     prepared_batch p{std::move(batch), {}, {}, {}, {}};
     {
       torch::NoGradGuard no_grad;
-      p.logp_old = logprobs_of(actor_->forward(p.batch.input_ids, p.batch.attention_mask), p.batch.targets, false)
-                       .logprobs;
+      p.logp_old = actor_logprobs(p.batch, false).logprobs;
       p.values_old = values(p.batch.input_ids, p.batch.attention_mask);
     }
     auto adv = gae(p.values_old, p.batch.target_mask, p.batch.rewards, options_.gamma, options_.lambda);
@@ -331,7 +338,7 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     actor_optimizer_->zero_grad();
     critic_optimizer_->zero_grad();
     for (const auto& p : batches) {
-      const auto out = logprobs_of(actor_->forward(p.batch.input_ids, p.batch.attention_mask), p.batch.targets, true);
+      const auto out = actor_logprobs(p.batch, true);
       (policy_loss_sum(out.logprobs, p.logp_old, p.batch.rollout_logprobs.to(out.logprobs.device()), p.advantages,
                        p.batch.target_mask, options_.ppo, stats, {}, out.entropy) /
        total)

@@ -53,6 +53,7 @@ struct learner_options {
   double max_grad_norm = 1.0;      // per model, before the step; <= 0: no clipping
   int64_t token_budget = 16384;    // padded tokens per micro-batch
   int64_t ppo_epochs = 1;          // passes (optimiser steps) over each PPO batch
+  int64_t logit_chunk_tokens = 4096;  // positions whose [chunk, vocab] logits exist at once; 0: all
   std::string truncated = "penalty";  // "penalty", "reward" or "drop"
 };
 
@@ -108,6 +109,8 @@ class learner {
 
   // Values [B, L] (float32) of a micro-batch's positions.
   torch::Tensor values(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  // The actor's log p of b's targets (and entropies), logit_chunk_tokens positions at a time.
+  token_logprobs actor_logprobs(const micro_batch& b, bool with_entropy);
 
  private:
   std::vector<episode_sample> prepared(const std::vector<episode_sample>& samples, step_report& report) const;

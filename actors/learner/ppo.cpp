@@ -76,6 +76,108 @@ token_logprobs logprobs_of(const torch::Tensor& logits, const torch::Tensor& tar
   return out;
 }
 
+namespace {
+
+// logprobs_of_hidden's autograd node. Saves hidden, weight and targets only; forward and
+// backward walk the same chunks of the flattened [N,H] positions.
+struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                                                const torch::Tensor& weight, const torch::Tensor& targets,
+                                                bool with_entropy, int64_t chunk) {
+    const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
+    const torch::Tensor t = targets.reshape({-1}).to(h.device(), torch::kInt64);
+    const int64_t n = h.size(0);
+    auto opts = h.options().dtype(torch::kFloat32);
+    torch::Tensor logp = torch::empty({n}, opts);
+    torch::Tensor entropy = with_entropy ? torch::empty({n}, opts) : torch::empty({0}, opts);
+    for (int64_t start = 0; start < n; start += chunk) {
+      const int64_t len = std::min(chunk, n - start);
+      const torch::Tensor z = torch::linear(h.narrow(0, start, len), weight).to(torch::kFloat32);
+      const torch::Tensor lse = z.logsumexp(-1);
+      logp.narrow(0, start, len).copy_(z.gather(-1, t.narrow(0, start, len).unsqueeze(-1)).squeeze(-1) - lse);
+      if (with_entropy) {
+        const torch::Tensor p = (z - lse.unsqueeze(-1)).exp();
+        entropy.narrow(0, start, len).copy_(lse - (p * z).sum(-1));
+      }
+    }
+    ctx->save_for_backward({hidden, weight, t});
+    ctx->saved_data["with_entropy"] = with_entropy;
+    ctx->saved_data["chunk"] = chunk;
+    if (!with_entropy) return {logp.view(targets.sizes())};
+    return {logp.view(targets.sizes()), entropy.view(targets.sizes())};
+  }
+
+  // With z a chunk's logits, p = softmax(z), log p = z - lse:
+  //   d log p(t) / dz = onehot(t) - p,   dH / dz = -p * (log p + H).
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& hidden = saved[0];
+    const torch::Tensor& weight = saved[1];
+    const torch::Tensor& t = saved[2];
+    const bool with_entropy = ctx->saved_data["with_entropy"].toBool();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt();
+    const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
+    const int64_t n = h.size(0);
+    const torch::Tensor g_logp = grads[0].defined() ? grads[0].reshape({-1}) : torch::Tensor{};
+    const torch::Tensor g_ent =
+        with_entropy && grads.size() > 1 && grads[1].defined() ? grads[1].reshape({-1}) : torch::Tensor{};
+    const bool need_h = ctx->needs_input_grad(0);
+    const bool need_w = ctx->needs_input_grad(1);
+    torch::Tensor grad_h = need_h ? torch::empty_like(h) : torch::Tensor{};
+    torch::Tensor grad_w = need_w ? torch::zeros_like(weight) : torch::Tensor{};
+    for (int64_t start = 0; start < n; start += chunk) {
+      const int64_t len = std::min(chunk, n - start);
+      const torch::Tensor hc = h.narrow(0, start, len);
+      const torch::Tensor z = torch::linear(hc, weight).to(torch::kFloat32);
+      const torch::Tensor log_p = z - z.logsumexp(-1, true);
+      const torch::Tensor p = log_p.exp();
+      torch::Tensor dz = torch::zeros_like(z);
+      if (g_logp.defined()) {
+        const torch::Tensor g = g_logp.narrow(0, start, len).unsqueeze(-1);
+        dz.sub_(p * g);
+        dz.scatter_add_(-1, t.narrow(0, start, len).unsqueeze(-1), g);
+      }
+      if (g_ent.defined()) {
+        const torch::Tensor entropy = -(p * log_p).sum(-1, true);
+        dz.sub_(p * (log_p + entropy) * g_ent.narrow(0, start, len).unsqueeze(-1));
+      }
+      const torch::Tensor dz_w = dz.to(weight.scalar_type());
+      if (need_h) grad_h.narrow(0, start, len).copy_(dz_w.mm(weight));
+      if (need_w) grad_w.add_(dz_w.t().mm(hc));
+    }
+    return {need_h ? grad_h.view(hidden.sizes()) : torch::Tensor{}, grad_w, torch::Tensor{}, torch::Tensor{},
+            torch::Tensor{}};
+  }
+};
+
+}  // namespace
+
+token_logprobs logprobs_of_hidden(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                  const torch::Tensor& targets, bool with_entropy, int64_t chunk_tokens) {
+  if (!hidden.defined() || hidden.dim() != 3) {
+    throw learner_error("hidden states must be [B,L,H], got " +
+                        (hidden.defined() ? shape_of(hidden) : std::string("none")));
+  }
+  if (!weight.defined() || weight.dim() != 2 || weight.size(1) != hidden.size(2)) {
+    throw learner_error("the output head's weight must be [V," + std::to_string(hidden.size(2)) + "], got " +
+                        (weight.defined() ? shape_of(weight) : std::string("none")));
+  }
+  require_2d("targets", targets);
+  if (targets.size(0) != hidden.size(0) || targets.size(1) != hidden.size(1)) {
+    throw learner_error("targets are " + shape_of(targets) + " but hidden states are " + shape_of(hidden) +
+                        "; targets must be the hidden states' [B,L]");
+  }
+  const int64_t positions = targets.numel();
+  const int64_t chunk = chunk_tokens > 0 ? std::min(chunk_tokens, std::max<int64_t>(positions, 1))
+                                         : std::max<int64_t>(positions, 1);
+  auto out = chunked_logprobs::apply(hidden, weight, targets, with_entropy, chunk);
+  token_logprobs result;
+  result.logprobs = out[0];
+  if (with_entropy) result.entropy = out[1];
+  return result;
+}
+
 gae_result gae(const torch::Tensor& values, const torch::Tensor& mask, const torch::Tensor& rewards, double gamma,
                double lambda) {
   require_2d("values", values);

@@ -35,6 +35,15 @@ struct token_logprobs {
 // uses the same logsumexp: H = logsumexp(z) - sum(softmax(z) * z).
 token_logprobs logprobs_of(const torch::Tensor& logits, const torch::Tensor& targets, bool with_entropy);
 
+// The same values and gradients from the hidden states [B,L,H] and the output head's weight
+// [V,H], chunk_tokens positions at a time, never holding more than one chunk's [chunk,V]
+// logits: the backward recomputes each chunk's logits instead of keeping them (a 32k-token
+// episode over a 152k vocabulary is 20 GB of float32 logits per copy). The logits are
+// linear(hidden, weight) cast to float32, as transformer::logits computes them; gradients flow
+// to both hidden and weight. chunk_tokens <= 0: one chunk of all positions.
+token_logprobs logprobs_of_hidden(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                  const torch::Tensor& targets, bool with_entropy, int64_t chunk_tokens);
+
 struct gae_result {
   torch::Tensor advantages;  // [B,L], 0 where mask is 0
   torch::Tensor returns;     // advantages + values (the value target G), 0 where mask is 0

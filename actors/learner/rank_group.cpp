@@ -32,7 +32,8 @@ json options_json(const learner_options& o) {
           {"is_cap", o.ppo.is_cap},           {"kl_coef", o.ppo.kl_coef},       {"entropy_coef", o.ppo.entropy_coef},
           {"gamma", o.gamma},                 {"lambda", o.lambda},             {"actor_lr", o.actor_lr},
           {"critic_lr", o.critic_lr},         {"weight_decay", o.weight_decay}, {"max_grad_norm", o.max_grad_norm},
-          {"token_budget", o.token_budget},   {"ppo_epochs", o.ppo_epochs},     {"truncated", o.truncated}};
+          {"token_budget", o.token_budget},   {"ppo_epochs", o.ppo_epochs},     {"truncated", o.truncated},
+          {"logit_chunk_tokens", o.logit_chunk_tokens}};
 }
 
 learner_options options_of(const json& j) {
@@ -51,6 +52,7 @@ learner_options options_of(const json& j) {
   o.max_grad_norm = j.at("max_grad_norm");
   o.token_budget = j.at("token_budget");
   o.ppo_epochs = j.at("ppo_epochs");
+  o.logit_chunk_tokens = j.at("logit_chunk_tokens");
   o.truncated = j.at("truncated");
   return o;
 }

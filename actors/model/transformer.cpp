@@ -272,6 +272,8 @@ torch::Tensor transformer::logits(const torch::Tensor& hidden) const {
   return torch::linear(hidden, layers_->lm_head).to(torch::kFloat32);
 }
 
+const torch::Tensor& transformer::output_weight() const { return layers_->lm_head; }
+
 torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   const model_config& c = config_;
   const layers& L = *layers_;

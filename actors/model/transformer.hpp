@@ -63,6 +63,9 @@ class transformer {
   torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
   // The float32 logits of hidden states [..., hidden]: forward() is logits(hidden_states()).
   torch::Tensor logits(const torch::Tensor& hidden) const;
+  // The output head's weight [vocab, hidden] that logits() applies (the embedding when tied),
+  // for callers that apply it in pieces (learner::logprobs_of_hidden).
+  const torch::Tensor& output_weight() const;
 
   // Inference: appends tokens[b] (at least one) to *caches[b] and returns the float32 logits of
   // each sequence's last new token, [B, vocab]. Sequences may be of different lengths, cached

@@ -4,6 +4,9 @@
 //
 //   ppo_probe logprobs IN OUT  logits, targets, weights u, h; {with_entropy}: logprobs, entropy,
 //                              grad_logits of sum(u * logprobs) + sum(h * entropy)
+//   ppo_probe logprobs_hidden IN OUT  hidden, weight, targets, u, h; {with_entropy, chunk, bf16}:
+//                              logprobs_of_hidden's logprobs, entropy, grad_hidden, grad_weight
+//                              (of the same objective), in float32 or bfloat16 (bf16=1)
 //   ppo_probe gae IN OUT       values, mask, rewards; {gamma, lambda}: advantages, returns
 //   ppo_probe policy IN OUT    logp, logp_old, logp_rollout, advantages, mask [, logp_ref, entropy];
 //                              {clip_low, clip_high, is_cap, kl_coef, entropy_coef, chunks}: loss,
@@ -89,6 +92,23 @@ tensors run_logprobs(const input& in) {
   if (with_entropy) objective = objective + (result.entropy * in.get("h", torch::kFloat32)).sum();
   objective.backward();
   tensors out{{"logprobs", result.logprobs}, {"grad_logits", logits.grad()}};
+  if (with_entropy) out.emplace_back("entropy", result.entropy);
+  return out;
+}
+
+tensors run_logprobs_hidden(const input& in) {
+  const auto dtype = in.number("bf16", 0) != 0 ? torch::kBFloat16 : torch::kFloat32;
+  torch::Tensor hidden = leaf(in.get("hidden", dtype));
+  torch::Tensor weight = leaf(in.get("weight", dtype));
+  const bool with_entropy = in.number("with_entropy", 0) != 0;
+  auto result = learner::logprobs_of_hidden(hidden, weight, in.get("targets", torch::kInt64), with_entropy,
+                                            static_cast<int64_t>(in.number("chunk", 0)));
+  torch::Tensor objective = (result.logprobs * in.get("u", torch::kFloat32)).sum();
+  if (with_entropy) objective = objective + (result.entropy * in.get("h", torch::kFloat32)).sum();
+  objective.backward();
+  tensors out{{"logprobs", result.logprobs},
+              {"grad_hidden", hidden.grad().to(torch::kFloat32)},
+              {"grad_weight", weight.grad().to(torch::kFloat32)}};
   if (with_entropy) out.emplace_back("entropy", result.entropy);
   return out;
 }
@@ -199,7 +219,7 @@ tensors run_micro_batch(const input& in) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: ppo_probe logprobs|gae|policy|value|sft|pack|micro_batch IN.safetensors OUT.safetensors\n";
+    std::cerr << "usage: ppo_probe logprobs|logprobs_hidden|gae|policy|value|sft|pack|micro_batch IN.safetensors OUT.safetensors\n";
     return 1;
   }
   const std::string command = argv[1];
@@ -207,6 +227,7 @@ int main(int argc, char** argv) {
     const input in(argv[2]);
     tensors out;
     if (command == "logprobs") out = run_logprobs(in);
+    else if (command == "logprobs_hidden") out = run_logprobs_hidden(in);
     else if (command == "gae") out = run_gae(in);
     else if (command == "policy") out = run_policy(in);
     else if (command == "value") out = run_value(in);

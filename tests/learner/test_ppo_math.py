@@ -109,6 +109,59 @@ def test_logprobs_and_entropy_match_log_softmax_and_their_gradients(tmp_path, wi
         assert "entropy" not in out
 
 
+@pytest.mark.parametrize("with_entropy", [False, True])
+@pytest.mark.parametrize("chunk", [0, 1, 4, 7, 100])
+def test_chunked_logprobs_from_hidden_states_match_autograd_of_the_whole_head(tmp_path, with_entropy, chunk):
+    # 2 x 7 = 14 positions: chunks of 1, 4 (a short last chunk), 7, all of them (0) and more than all.
+    g = torch.Generator().manual_seed(2)
+    hidden, weight = torch.randn(2, 7, 6, generator=g), torch.randn(13, 6, generator=g)
+    targets = torch.randint(0, 13, (2, 7), generator=g)
+    u, h = torch.randn(2, 7, generator=g), torch.randn(2, 7, generator=g)
+    out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
+                with_entropy=int(with_entropy), chunk=chunk)
+
+    x, w = hidden.double().requires_grad_(True), weight.double().requires_grad_(True)
+    log_p = torch.log_softmax(x @ w.T, -1)
+    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    ((logprobs * u).sum() + ((entropy * h).sum() if with_entropy else 0)).backward()
+    close(out["logprobs"], logprobs.detach(), tol=1e-4)
+    close(out["grad_hidden"], x.grad, tol=1e-4)
+    close(out["grad_weight"], w.grad, tol=1e-4)
+    if with_entropy:
+        close(out["entropy"], entropy.detach(), tol=1e-4)
+    else:
+        assert "entropy" not in out
+
+
+def test_chunked_logprobs_in_bf16_follow_the_cast_to_float32(tmp_path):
+    # bf16 weights: the logits are the bf16 matmul cast to float32, and the gradients come back
+    # in bf16, as autograd of transformer::logits gives them.
+    g = torch.Generator().manual_seed(3)
+    hidden = torch.randn(1, 9, 8, generator=g).bfloat16()
+    weight = torch.randn(17, 8, generator=g).bfloat16()
+    targets = torch.randint(0, 17, (1, 9), generator=g)
+    u, h = torch.randn(1, 9, generator=g), torch.randn(1, 9, generator=g)
+    out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
+                with_entropy=1, chunk=4, bf16=1)
+    x, w = hidden.clone().requires_grad_(True), weight.clone().requires_grad_(True)
+    log_p = torch.log_softmax(torch.nn.functional.linear(x, w).float(), -1)
+    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    ((logprobs * u).sum() + (entropy * h).sum()).backward()
+    close(out["logprobs"], logprobs.detach(), tol=1e-3)
+    close(out["entropy"], entropy.detach(), tol=1e-3)
+    close(out["grad_hidden"], x.grad.float(), tol=3e-2)
+    close(out["grad_weight"], w.grad.float(), tol=3e-2)
+
+
+def test_chunked_logprobs_refuse_a_head_of_the_wrong_width(tmp_path):
+    err = probe_error(tmp_path, "logprobs_hidden",
+                      dict(hidden=torch.zeros(1, 3, 4), weight=torch.zeros(5, 6), targets=torch.zeros(1, 3).long(),
+                           u=torch.zeros(1, 3), h=torch.zeros(1, 3)))
+    assert "output head's weight must be [V,4], got [5,6]" in err
+
+
 # ---------------------------------------------------------------- GAE
 
 def gapped_rows():

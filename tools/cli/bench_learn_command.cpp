@@ -42,6 +42,7 @@ struct bench_learn_options {
   int repeats = 3;
   std::string stages = "rft,ppo";
   double peak_tflops = 0;
+  int64_t logit_chunk = learner::learner_options{}.logit_chunk_tokens;
   bool json = false;
 };
 
@@ -84,6 +85,7 @@ int run_bench_learn(bench_learn_options opt) {
   if (opt.shape.empty()) opt.shape = cuda ? "qwen2-0.5b" : "tiny";
   if (opt.tokens.empty()) opt.tokens = cuda ? "2048,8192,32768" : "256,1024";
   if (opt.episodes < 1 || opt.repeats < 1) throw usage_error{"--episodes and --repeats must be at least 1"};
+  if (opt.logit_chunk < 0) throw usage_error{"--logit-chunk must be 0 (all positions at once) or positive"};
   std::vector<int64_t> lengths;
   for (const auto& item : split_list(opt.tokens)) {
     try {
@@ -112,8 +114,10 @@ int run_bench_learn(bench_learn_options opt) {
 
   nlohmann::json rows = nlohmann::json::array();
   if (!opt.json)
-    std::printf("bench learn: %s (random fp32 weights), %s, %d episode(s) per step, %d timed steps per cell\n",
-                opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats);
+    std::printf(
+        "bench learn: %s (random fp32 weights), %s, %d episode(s) per step, %d timed steps per cell, "
+        "logits %lld positions at a time\n",
+        opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk));
   if (!opt.json)
     std::printf("%-5s %8s %14s %12s %10s %7s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s", "MFU");
   for (const auto& stage : stages)
@@ -124,6 +128,7 @@ int run_bench_learn(bench_learn_options opt) {
         auto critic = stage == "ppo" ? model::transformer::load(temp.path, device, torch::kFloat32) : nullptr;
         learner::learner_options options;
         options.token_budget = length * opt.episodes;
+        options.logit_chunk_tokens = opt.logit_chunk;
         learner::learner l{actor, critic, options};
         const auto samples = random_episodes(opt.episodes, length, config.vocab_size, 7);
         std::vector<double> seconds;
@@ -163,7 +168,7 @@ int run_bench_learn(bench_learn_options opt) {
       rows.push_back(row);
     }
   if (opt.json)
-    std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"rows", rows}}
+    std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"logit_chunk_tokens", opt.logit_chunk}, {"rows", rows}}
                      .dump()
               << "\n";
   else if (peak > 0)
@@ -186,6 +191,8 @@ void add_bench_learn_command(CLI::App& bench, invocation& inv) {
   cmd->add_option("--repeats", opt->repeats, "Timed steps per cell (after one warm-up step)");
   cmd->add_option("--stages", opt->stages, "rft, ppo or both, a comma list");
   cmd->add_option("--peak-tflops", opt->peak_tflops, "Peak for the MFU column (default: 67 on cuda, none on cpu)");
+  cmd->add_option("--logit-chunk", opt->logit_chunk,
+                  "Positions whose logits exist at once (learner.logit_chunk_tokens; 0: all)");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt] { return run_bench_learn(*opt); }; });
 }

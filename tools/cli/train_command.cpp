@@ -571,6 +571,7 @@ int run_train(const settings& config, const train_flags& flags) {
   options.ppo.is_cap = config.get_real("learner.is_cap");
   options.truncated = config.get_string("learner.truncated");
   options.ppo_epochs = config.get_int("learner.ppo_epochs");
+  options.logit_chunk_tokens = config.get_int("learner.logit_chunk_tokens");
   learner::learner trainer{actor, critic, options};
 
   std::mt19937_64 rng{static_cast<uint64_t>(config.get_int("learner.seed"))};
