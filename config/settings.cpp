@@ -326,6 +326,12 @@ const std::vector<setting_spec>& settings::schema() {
       {"learner.logit_chunk_tokens", T::integer, "4096", {}, 0, 1 << 24,
        "Positions whose [positions, vocab] float32 logits the learner holds at once; the backward "
        "recomputes each chunk's instead of keeping them. 0: a whole micro-batch at once."},
+      {"learner.activation_checkpointing", T::boolean, "false", {}, 0, 0,
+       "Actor and critic keep only each layer's input for the backward and recompute the layer "
+       "there: about a third more compute for a long episode's activations."},
+      {"learner.compute_dtype", T::choice, "float32", {"float32", "bfloat16"}, 0, 0,
+       "The learner's forward and backward products: float32, or bfloat16 under autocast "
+       "against float32 master weights (AdamW, gradients and losses stay float32)."},
       {"learner.ranks", T::integer, "1", {}, 1, 64,
        "Data-parallel learner ranks: rank 0 in train's process, the others in learner-rank child "
        "processes. On CUDA rank r uses the device after rank 0's r times (cuda:0, cuda:1, ...)."},

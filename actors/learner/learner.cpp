@@ -51,6 +51,14 @@ learner::learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<mode
   if (options_.logit_chunk_tokens < 0) {
     throw learner_error{"learner.logit_chunk_tokens must be 0 (all at once) or a positive count of positions"};
   }
+  if (options_.compute_dtype == "bfloat16") {
+    autocast_ = torch::kBFloat16;
+  } else if (options_.compute_dtype != "float32") {
+    throw learner_error{"learner.compute_dtype must be float32 or bfloat16, got '" + options_.compute_dtype + "'"};
+  }
+  if (autocast_ && actor_->dtype() != torch::kFloat32) {
+    throw learner_error{"learner.compute_dtype = bfloat16 keeps float32 master weights; load the model in float32"};
+  }
   actor_params_ = tensors_of(actor_->named_parameters());
   actor_optimizer_ = std::make_unique<torch::optim::AdamW>(
       adamw(actor_params_, options_.actor_lr, options_.weight_decay));
@@ -78,8 +86,17 @@ void learner::require_critic(const char* stage) const {
   if (!critic_) throw learner_error{std::string{stage} + " needs a critic; give the learner one"};
 }
 
+torch::Tensor learner::hidden_states(model::transformer& model, const torch::Tensor& input_ids,
+                                     const torch::Tensor& attention_mask) const {
+  const model::autocast_scope precision{model.device(), autocast_};
+  const torch::Tensor hidden = model.hidden_states(input_ids, attention_mask, options_.activation_checkpointing);
+  // Mixed precision leaves the residual stream, and so the final norm, in float32; the output
+  // head is the biggest product of all, and runs in the hidden states' dtype.
+  return autocast_ ? hidden.to(*autocast_) : hidden;
+}
+
 torch::Tensor learner::values(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-  const torch::Tensor hidden = critic_->hidden_states(input_ids, attention_mask).to(torch::kFloat32);
+  const torch::Tensor hidden = hidden_states(*critic_, input_ids, attention_mask).to(torch::kFloat32);
   return torch::linear(hidden, value_weight_, value_bias_).squeeze(-1);
 }
 
@@ -250,7 +267,7 @@ double learner::weights_digest() const {
 }
 
 token_logprobs learner::actor_logprobs(const micro_batch& b, bool with_entropy) {
-  return logprobs_of_hidden(actor_->hidden_states(b.input_ids, b.attention_mask), actor_->output_weight(), b.targets,
+  return logprobs_of_hidden(hidden_states(*actor_, b.input_ids, b.attention_mask), actor_->output_weight(), b.targets,
                             with_entropy, options_.logit_chunk_tokens);
 }
 

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ struct learner_options {
   int64_t token_budget = 16384;    // padded tokens per micro-batch
   int64_t ppo_epochs = 1;          // passes (optimiser steps) over each PPO batch
   int64_t logit_chunk_tokens = 4096;  // positions whose [chunk, vocab] logits exist at once; 0: all
+  bool activation_checkpointing = false;  // actor and critic recompute each layer in the backward
+  // The forward's matrix products and attention: "float32", or "bfloat16" under autocast against
+  // the float32 weights, which with AdamW's states, the gradients and the losses stay float32.
+  std::string compute_dtype = "float32";
   std::string truncated = "penalty";  // "penalty", "reward" or "drop"
 };
 
@@ -119,6 +124,9 @@ class learner {
   std::vector<micro_batch> micro_batches(const std::vector<episode_sample>& samples, torch::Device device,
                                          step_report& report) const;
   void require_critic(const char* stage) const;
+  // The final-norm hidden states of `model` over a micro-batch's tokens, in compute_dtype.
+  torch::Tensor hidden_states(model::transformer& model, const torch::Tensor& input_ids,
+                              const torch::Tensor& attention_mask) const;
   // This rank's share of the samples (all of them alone).
   std::vector<episode_sample> share_of(const std::vector<episode_sample>& samples) const;
   // Sums the micro-batch and token counts over the ranks; throws learner_error when the batch
@@ -131,6 +139,7 @@ class learner {
   std::shared_ptr<model::transformer> actor_;
   std::shared_ptr<model::transformer> critic_;
   learner_options options_;
+  std::optional<torch::ScalarType> autocast_;  // compute_dtype other than float32
   torch::Tensor value_weight_;  // [1, hidden]
   torch::Tensor value_bias_;    // [1]
   std::vector<torch::Tensor> actor_params_;

@@ -85,6 +85,9 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
                                                 const torch::Tensor& weight, const torch::Tensor& targets,
                                                 bool with_entropy, int64_t chunk) {
     const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
+    // The head runs in the hidden states' dtype (bfloat16 ones from a mixed-precision forward
+    // against float32 master weights), here and again in the backward.
+    const torch::Tensor w = weight.to(h.scalar_type());
     const torch::Tensor t = targets.reshape({-1}).to(h.device(), torch::kInt64);
     const int64_t n = h.size(0);
     auto opts = h.options().dtype(torch::kFloat32);
@@ -92,7 +95,7 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
     torch::Tensor entropy = with_entropy ? torch::empty({n}, opts) : torch::empty({0}, opts);
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t len = std::min(chunk, n - start);
-      const torch::Tensor z = torch::linear(h.narrow(0, start, len), weight).to(torch::kFloat32);
+      const torch::Tensor z = torch::linear(h.narrow(0, start, len), w).to(torch::kFloat32);
       const torch::Tensor lse = z.logsumexp(-1);
       logp.narrow(0, start, len).copy_(z.gather(-1, t.narrow(0, start, len).unsqueeze(-1)).squeeze(-1) - lse);
       if (with_entropy) {
@@ -118,6 +121,7 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
     const bool with_entropy = ctx->saved_data["with_entropy"].toBool();
     const int64_t chunk = ctx->saved_data["chunk"].toInt();
     const torch::Tensor h = hidden.reshape({-1, hidden.size(-1)});
+    const torch::Tensor w = weight.to(h.scalar_type());
     const int64_t n = h.size(0);
     const torch::Tensor g_logp = grads[0].defined() ? grads[0].reshape({-1}) : torch::Tensor{};
     const torch::Tensor g_ent =
@@ -125,11 +129,11 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
     const bool need_h = ctx->needs_input_grad(0);
     const bool need_w = ctx->needs_input_grad(1);
     torch::Tensor grad_h = need_h ? torch::empty_like(h) : torch::Tensor{};
-    torch::Tensor grad_w = need_w ? torch::zeros_like(weight) : torch::Tensor{};
+    torch::Tensor grad_w = need_w ? torch::zeros_like(weight) : torch::Tensor{};  // accumulated in weight's dtype
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t len = std::min(chunk, n - start);
       const torch::Tensor hc = h.narrow(0, start, len);
-      const torch::Tensor z = torch::linear(hc, weight).to(torch::kFloat32);
+      const torch::Tensor z = torch::linear(hc, w).to(torch::kFloat32);
       const torch::Tensor log_p = z - z.logsumexp(-1, true);
       const torch::Tensor p = log_p.exp();
       torch::Tensor dz = torch::zeros_like(z);
@@ -142,9 +146,9 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
         const torch::Tensor entropy = -(p * log_p).sum(-1, true);
         dz.sub_(p * (log_p + entropy) * g_ent.narrow(0, start, len).unsqueeze(-1));
       }
-      const torch::Tensor dz_w = dz.to(weight.scalar_type());
-      if (need_h) grad_h.narrow(0, start, len).copy_(dz_w.mm(weight));
-      if (need_w) grad_w.add_(dz_w.t().mm(hc));
+      const torch::Tensor dz_w = dz.to(w.scalar_type());
+      if (need_h) grad_h.narrow(0, start, len).copy_(dz_w.mm(w));
+      if (need_w) grad_w.add_(dz_w.t().mm(hc).to(weight.scalar_type()));
     }
     return {need_h ? grad_h.view(hidden.sizes()) : torch::Tensor{}, grad_w, torch::Tensor{}, torch::Tensor{},
             torch::Tensor{}};

@@ -39,8 +39,10 @@ token_logprobs logprobs_of(const torch::Tensor& logits, const torch::Tensor& tar
 // [V,H], chunk_tokens positions at a time, never holding more than one chunk's [chunk,V]
 // logits: the backward recomputes each chunk's logits instead of keeping them (a 32k-token
 // episode over a 152k vocabulary is 20 GB of float32 logits per copy). The logits are
-// linear(hidden, weight) cast to float32, as transformer::logits computes them; gradients flow
-// to both hidden and weight. chunk_tokens <= 0: one chunk of all positions.
+// linear(hidden, weight) cast to float32, as transformer::logits computes them, with the
+// weight cast to hidden's dtype first (bfloat16 hidden states: a bfloat16 head, float32
+// gradients for a float32 weight); gradients flow to both hidden and weight. chunk_tokens <= 0:
+// one chunk of all positions.
 token_logprobs logprobs_of_hidden(const torch::Tensor& hidden, const torch::Tensor& weight,
                                   const torch::Tensor& targets, bool with_entropy, int64_t chunk_tokens);
 

@@ -33,7 +33,8 @@ json options_json(const learner_options& o) {
           {"gamma", o.gamma},                 {"lambda", o.lambda},             {"actor_lr", o.actor_lr},
           {"critic_lr", o.critic_lr},         {"weight_decay", o.weight_decay}, {"max_grad_norm", o.max_grad_norm},
           {"token_budget", o.token_budget},   {"ppo_epochs", o.ppo_epochs},     {"truncated", o.truncated},
-          {"logit_chunk_tokens", o.logit_chunk_tokens}};
+          {"logit_chunk_tokens", o.logit_chunk_tokens}, {"activation_checkpointing", o.activation_checkpointing},
+          {"compute_dtype", o.compute_dtype}};
 }
 
 learner_options options_of(const json& j) {
@@ -53,6 +54,8 @@ learner_options options_of(const json& j) {
   o.token_budget = j.at("token_budget");
   o.ppo_epochs = j.at("ppo_epochs");
   o.logit_chunk_tokens = j.at("logit_chunk_tokens");
+  o.activation_checkpointing = j.at("activation_checkpointing");
+  o.compute_dtype = j.at("compute_dtype");
   o.truncated = j.at("truncated");
   return o;
 }

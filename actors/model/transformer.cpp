@@ -8,6 +8,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <ATen/autocast_mode.h>
+
 #include "actors/model/safetensors.hpp"
 
 namespace cuda_agent::model {
@@ -99,6 +101,30 @@ const char* dtype_name(torch::ScalarType dtype) {
   }
 }
 
+// Scaled dot-product attention of q [B, heads, Tq, D] over k, v [B, kv_heads, Tk, D]: under
+// `mask` [B, 1, Tq, Tk] bool where defined, else causal or (a single query) full.
+torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& mask,
+                     bool causal) {
+  const int64_t heads = q.size(1), kv = k.size(1);
+  // Of SDPA's fused kernels only flash attention (CUDA, half or bfloat16, no explicit mask)
+  // takes grouped query heads; anywhere else enable_gqa falls back to the math kernel and its
+  // [B, heads, Tq, Tk] scores, which training keeps for the backward (60 GB a layer at 32k
+  // tokens and 14 heads). Keys and values repeated to every head let the memory-efficient
+  // kernel (CUDA) or the CPU flash kernel run instead, for 2 x heads x Tk x D more. A single
+  // query's scores are small, and repeating a whole cache per decode step would cost more.
+  const torch::ScalarType dtype = autocast_scope::current(q.device()).value_or(q.scalar_type());
+  const bool flash_takes_gqa =
+      q.is_cuda() && !mask.defined() && (dtype == torch::kBFloat16 || dtype == torch::kHalf);
+  const bool repeat = heads != kv && !flash_takes_gqa && q.size(2) > 1;
+  if (repeat) {
+    k = k.repeat_interleave(heads / kv, 1);
+    v = v.repeat_interleave(heads / kv, 1);
+  }
+  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt,
+                                          0.0, causal && !mask.defined(), std::nullopt,
+                                          /*enable_gqa=*/heads != kv && !repeat);
+}
+
 }  // namespace
 
 struct transformer::layers {
@@ -131,6 +157,54 @@ struct transformer::layers {
       const torch::Tensor h = rms_norm(out, post_norm, c.rms_norm_eps);
       return out + down(torch::silu(gate(h)) * up(h));
     }
+
+    // The whole layer over a batch (hidden_states): `mask` [B, 1, T, T] bool, or undefined for
+    // causal attention.
+    torch::Tensor run(const model_config& c, const torch::Tensor& x, const torch::Tensor& cos,
+                      const torch::Tensor& sin, const torch::Tensor& mask) const {
+      const auto [q, k, v] = attention_inputs(c, x, cos, sin);
+      return finish(c, x, attend(q, k, v, mask, /*causal=*/true));
+    }
+  };
+
+  // One layer whose backward recomputes it (the reentrant scheme of torch.utils.checkpoint):
+  // the graph keeps the layer's input instead of its activations. The backward runs the layer
+  // again with grad on and back-propagates through that copy, which accumulates the layer's
+  // weight gradients into their .grad; the node itself returns only the input's gradient, so
+  // its output requires grad only through x (hidden_states recomputes only such layers).
+  struct recomputed_block : torch::autograd::Function<recomputed_block> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                 const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor* mask,
+                                 const block* b, const model_config* c) {
+      // The mask travels by pointer: an undefined tensor cannot be a Function's input.
+      ctx->save_for_backward({x, cos, sin});
+      ctx->saved_data["mask"] = *mask;
+      // The block and config outlive the graph (the model does); IValues hold no pointers.
+      ctx->saved_data["block"] = int64_t(reinterpret_cast<intptr_t>(b));
+      ctx->saved_data["config"] = int64_t(reinterpret_cast<intptr_t>(c));
+      // The backward runs outside the forward's autocast scope: it recomputes under the same.
+      const auto autocast = autocast_scope::current(x.device());
+      ctx->saved_data["autocast"] = autocast ? int64_t(*autocast) : int64_t(-1);
+      return b->run(*c, x, cos, sin, *mask);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+      const auto saved = ctx->get_saved_variables();
+      const auto* b = reinterpret_cast<const block*>(intptr_t(ctx->saved_data["block"].toInt()));
+      const auto* c = reinterpret_cast<const model_config*>(intptr_t(ctx->saved_data["config"].toInt()));
+      torch::Tensor x = saved[0].detach().requires_grad_(true);
+      const int64_t autocast = ctx->saved_data["autocast"].toInt();
+      torch::Tensor y;
+      {
+        torch::AutoGradMode grad_on(true);
+        const autocast_scope precision{
+            x.device(), autocast < 0 ? std::nullopt : std::optional(static_cast<torch::ScalarType>(autocast))};
+        y = b->run(*c, x, saved[1], saved[2], ctx->saved_data["mask"].toTensor());
+      }
+      torch::autograd::backward({y}, {grads[0]});
+      return {x.grad(), torch::Tensor{}, torch::Tensor{}, torch::Tensor{}, torch::Tensor{}, torch::Tensor{}};
+    }
   };
   struct slot {
     std::string name;
@@ -152,6 +226,26 @@ struct transformer::layers {
     return nullptr;
   }
 };
+
+autocast_scope::autocast_scope(torch::Device device, std::optional<torch::ScalarType> dtype)
+    : type_(device.type()),
+      was_enabled_(at::autocast::is_autocast_enabled(type_)),
+      was_dtype_(at::autocast::get_autocast_dtype(type_)) {
+  at::autocast::set_autocast_enabled(type_, dtype.has_value());
+  if (dtype) at::autocast::set_autocast_dtype(type_, *dtype);
+  at::autocast::increment_nesting();
+}
+
+autocast_scope::~autocast_scope() {
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(type_, was_enabled_);
+  at::autocast::set_autocast_dtype(type_, was_dtype_);
+}
+
+std::optional<torch::ScalarType> autocast_scope::current(torch::Device device) {
+  if (!at::autocast::is_autocast_enabled(device.type())) return std::nullopt;
+  return at::autocast::get_autocast_dtype(device.type());
+}
 
 int64_t kv_cache::bytes() const {
   int64_t total = 0;
@@ -274,7 +368,8 @@ torch::Tensor transformer::logits(const torch::Tensor& hidden) const {
 
 const torch::Tensor& transformer::output_weight() const { return layers_->lm_head; }
 
-torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                         bool recompute_layers) {
   const model_config& c = config_;
   const layers& L = *layers_;
   if (input_ids.dim() != 2) throw model_error("transformer::forward: input_ids must be [batch, tokens]");
@@ -310,14 +405,13 @@ torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const t
   torch::Tensor cos = (emb.cos() * L.attention_scaling).to(dtype_);
   torch::Tensor sin = (emb.sin() * L.attention_scaling).to(dtype_);
 
-  const int64_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
   torch::Tensor x = torch::embedding(L.embed, ids);
   for (const auto& b : L.blocks) {
-    const auto [q, k, v] = b.attention_inputs(c, x, cos, sin);
-    torch::Tensor a = at::scaled_dot_product_attention(
-        q, k, v, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0,
-        /*is_causal=*/!mask.defined(), std::nullopt, /*enable_gqa=*/heads != kv);
-    x = b.finish(c, x, a);
+    if (recompute_layers && torch::GradMode::is_enabled() && x.requires_grad()) {
+      x = layers::recomputed_block::apply(x, cos, sin, &mask, &b, &c);
+    } else {
+      x = b.run(c, x, cos, sin, mask);
+    }
   }
   return rms_norm(x, L.norm, c.rms_norm_eps);
 }
@@ -431,9 +525,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
       torch::Tensor kb = keys.slice(1, 0, past + n).unsqueeze(0);
       torch::Tensor vb = values.slice(1, 0, past + n).unsqueeze(0);
       const torch::Tensor& mask = masks[size_t(b)];
-      torch::Tensor a = at::scaled_dot_product_attention(
-          qb, kb, vb, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt, 0.0,
-          causal[size_t(b)], std::nullopt, /*enable_gqa=*/heads != kv);
+      torch::Tensor a = attend(qb, kb, vb, mask, causal[size_t(b)]);
       out.slice(0, b, b + 1).slice(2, 0, n).copy_(a);
     }
     x = blk.finish(c, x, out);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -41,6 +42,26 @@ class kv_cache {
   int64_t length_ = 0;
 };
 
+// Mixed precision for the scope's lifetime (LibTorch's autocast, thread-local): on `device`'s
+// type, matrix products and attention run in `dtype` (bfloat16 or half) on casts of the weights,
+// which stay as they are, as do their gradients. nullopt: autocast off in the scope. Scopes nest;
+// the outermost one's end drops the cached weight casts.
+class autocast_scope {
+ public:
+  autocast_scope(torch::Device device, std::optional<torch::ScalarType> dtype);
+  ~autocast_scope();
+  autocast_scope(const autocast_scope&) = delete;
+  autocast_scope& operator=(const autocast_scope&) = delete;
+
+  // The dtype autocast runs `device`'s type in on this thread now; nullopt: off.
+  static std::optional<torch::ScalarType> current(torch::Device device);
+
+ private:
+  c10::DeviceType type_;
+  bool was_enabled_;
+  torch::ScalarType was_dtype_;
+};
+
 class transformer {
  public:
   // Reads config.json and the weights (model.safetensors, or the shards that
@@ -59,8 +80,12 @@ class transformer {
   // The weights require grad, as an nn.Module's do: wrap inference in torch::NoGradGuard.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
   // What forward() computes before the output head: the final-norm hidden states [B, T, hidden]
-  // in the model's dtype (the critic puts its value head on them). Differentiable.
-  torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {});
+  // in the model's dtype (the critic puts its value head on them). Differentiable. With
+  // recompute_layers (activation checkpointing), the graph keeps each layer's input only and
+  // the backward runs the layer again: about a third more compute for the activations of one
+  // layer instead of all of them. Gradients are the same up to float rounding.
+  torch::Tensor hidden_states(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
+                              bool recompute_layers = false);
   // The float32 logits of hidden states [..., hidden]: forward() is logits(hidden_states()).
   torch::Tensor logits(const torch::Tensor& hidden) const;
   // The output head's weight [vocab, hidden] that logits() applies (the embedding when tied),

@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
     options.lambda = o.at("lambda");
     options.truncated = o.at("truncated").get<std::string>();
     options.ppo.is_cap = o.at("is_cap");
+    options.activation_checkpointing = o.value("activation_checkpointing", false);
+    options.compute_dtype = o.value("compute_dtype", std::string("float32"));
     learner::learner l{actor, critic, options};
     const auto samples = read_samples(argv[2]);
     for (int i = 5; i < argc; ++i) {

@@ -97,9 +97,10 @@ tensors run_logprobs(const input& in) {
 }
 
 tensors run_logprobs_hidden(const input& in) {
-  const auto dtype = in.number("bf16", 0) != 0 ? torch::kBFloat16 : torch::kFloat32;
-  torch::Tensor hidden = leaf(in.get("hidden", dtype));
-  torch::Tensor weight = leaf(in.get("weight", dtype));
+  // bf16: 0 float32, 1 bfloat16 hidden and weight, 2 bfloat16 hidden on a float32 weight.
+  const int bf16 = static_cast<int>(in.number("bf16", 0));
+  torch::Tensor hidden = leaf(in.get("hidden", bf16 != 0 ? torch::kBFloat16 : torch::kFloat32));
+  torch::Tensor weight = leaf(in.get("weight", bf16 == 1 ? torch::kBFloat16 : torch::kFloat32));
   const bool with_entropy = in.number("with_entropy", 0) != 0;
   auto result = learner::logprobs_of_hidden(hidden, weight, in.get("targets", torch::kInt64), with_entropy,
                                             static_cast<int64_t>(in.number("chunk", 0)));
@@ -108,7 +109,8 @@ tensors run_logprobs_hidden(const input& in) {
   objective.backward();
   tensors out{{"logprobs", result.logprobs},
               {"grad_hidden", hidden.grad().to(torch::kFloat32)},
-              {"grad_weight", weight.grad().to(torch::kFloat32)}};
+              {"grad_weight", weight.grad().to(torch::kFloat32)},
+              {"grad_dtypes", torch::tensor({hidden.grad().element_size(), weight.grad().element_size()})}};
   if (with_entropy) out.emplace_back("entropy", result.entropy);
   return out;
 }

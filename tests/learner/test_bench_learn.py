@@ -33,8 +33,17 @@ def test_a_short_run_reports_every_cell():
     assert abs(rft64["tflops"] * 1e12 * rft64["step_s"]["median"] - 2 * 3 * forward) < 1e-3 * forward
 
 
+def test_activation_checkpointing_is_reported():
+    done = run(["--device", "cpu", "--shape", "tiny", "--tokens", "64", "--repeats", "1", "--stages", "ppo",
+                "--activation-checkpointing", "true", "--json"])
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["activation_checkpointing"] is True and out["rows"][0]["step_s"]["median"] > 0
+
+
 def test_bad_input_is_a_one_line_error():
-    for args, word in ((["--tokens", "abc"], "--tokens"), (["--stages", "sft"], "--stages"),
+    for args, word in ((["--tokens", "abc"], "--tokens"), (["--tokens", "64x"], "--tokens"),
+                       (["--tokens", "64,,128"], "--tokens"), (["--stages", "sft"], "--stages"),
                        (["--repeats", "0"], "--repeats"), (["--shape", "gpt5"], "--shape")):
         done = run(["--device", "cpu", *args])
         assert done.returncode == 2 and word in done.stderr, (args, done.stderr)

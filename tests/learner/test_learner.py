@@ -153,10 +153,13 @@ def run_probe(tmp_path, samples, options, *stages):
     return result, out
 
 
-def test_value_ppo_and_rft_steps_match_pytorch(tmp_path):
+# With activation checkpointing each layer's weight gradients come from a recomputed copy's
+# backward, accumulated over the micro-batches into .grad: the same reference must hold.
+@pytest.mark.parametrize("recompute", [False, True], ids=["stored", "recomputed"])
+def test_value_ppo_and_rft_steps_match_pytorch(tmp_path, recompute):
     make_model(tmp_path / "model")
     samples = make_samples()
-    result, out = run_probe(tmp_path, samples, OPTIONS, "value", "ppo", "rft")
+    result, out = run_probe(tmp_path, samples, dict(OPTIONS, activation_checkpointing=recompute), "value", "ppo", "rft")
     assert result.returncode == 0, result.stderr
     reports = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["stage"] for r in reports] == ["value_pretrain", "ppo", "rft"]
@@ -185,6 +188,35 @@ def test_value_ppo_and_rft_steps_match_pytorch(tmp_path):
     start = load_file(tmp_path / "model" / "model.safetensors")
     moved = (got["actor.model.layers.0.mlp.up_proj.weight"] - start["model.layers.0.mlp.up_proj.weight"]).abs().max()
     assert moved > 1e-4
+
+
+def test_bfloat16_compute_keeps_float32_weights_and_recomputes_in_bfloat16(tmp_path):
+    # learner.compute_dtype = bfloat16: autocast over float32 master weights. The gradients
+    # follow float32's within bfloat16 rounding but are not float32's (so bfloat16 ran), and
+    # activation checkpointing recomputes each layer under the same autocast as its forward:
+    # otherwise its gradients would sit a bfloat16 rounding away from the stored run's.
+    make_model(tmp_path / "model")
+    samples = make_samples()
+    grads = {}
+    for name, extra in (("fp32", {}), ("bf16", {"compute_dtype": "bfloat16"}),
+                        ("bf16_recomputed", {"compute_dtype": "bfloat16", "activation_checkpointing": True})):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "model").symlink_to(tmp_path / "model")
+        result, out = run_probe(run_dir, samples, dict(OPTIONS, **extra), "ppo")
+        assert result.returncode == 0, result.stderr
+        got = load_file(out)
+        assert all(t.dtype == torch.float32 for t in got.values())
+        grads[name] = {k: v for k, v in got.items() if "_grad." in k}
+    names = sorted(grads["fp32"])
+    assert len(names) > 10 and names == sorted(grads["bf16"]) == sorted(grads["bf16_recomputed"])
+    flat = {k: torch.cat([g[n].flatten() for n in names]) for k, g in grads.items()}
+    rel = lambda a, b: ((a - b).norm() / b.norm()).item()  # noqa: E731
+    bf16_vs_fp32 = rel(flat["bf16"], flat["fp32"])
+    recomputed_vs_stored = rel(flat["bf16_recomputed"], flat["bf16"])
+    print(f"|bf16 - fp32| / |fp32| = {bf16_vs_fp32:.3g}; |recomputed - stored| / |stored| = {recomputed_vs_stored:.3g}")
+    assert 1e-4 < bf16_vs_fp32 < 5e-2
+    assert recomputed_vs_stored < bf16_vs_fp32 / 20
 
 
 def test_rft_lowers_the_loss_it_trains_on(tmp_path):

@@ -155,6 +155,31 @@ def test_chunked_logprobs_in_bf16_follow_the_cast_to_float32(tmp_path):
     close(out["grad_weight"], w.grad.float(), tol=3e-2)
 
 
+def test_chunked_logprobs_of_bf16_hidden_states_on_a_float32_head(tmp_path):
+    # Mixed precision: bf16 hidden states, float32 master weight. The head runs in bf16 on the
+    # weight's cast; the weight's gradient comes back in float32, the hidden states' in bf16.
+    g = torch.Generator().manual_seed(4)
+    hidden = torch.randn(2, 5, 8, generator=g).bfloat16()
+    weight = torch.randn(13, 8, generator=g)
+    targets = torch.randint(0, 13, (2, 5), generator=g)
+    u, h = torch.randn(2, 5, generator=g), torch.randn(2, 5, generator=g)
+    out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
+                with_entropy=1, chunk=3, bf16=2)
+    x, w = hidden.clone().requires_grad_(True), weight.clone().requires_grad_(True)
+    log_p = torch.log_softmax(torch.nn.functional.linear(x, w.bfloat16()).float(), -1)
+    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    ((logprobs * u).sum() + (entropy * h).sum()).backward()
+    assert out["grad_dtypes"].tolist() == [2, 4]
+    close(out["logprobs"], logprobs.detach(), tol=1e-3)
+    close(out["entropy"], entropy.detach(), tol=1e-3)
+    close(out["grad_hidden"], x.grad.float(), tol=3e-2)
+    close(out["grad_weight"], w.grad, tol=3e-2)
+    # and not float32's head: the bf16 cast of the weight shows
+    full = torch.log_softmax(torch.nn.functional.linear(hidden.float(), weight), -1)
+    assert (out["logprobs"] - full.gather(-1, targets.unsqueeze(-1)).squeeze(-1)).abs().max() > 1e-4
+
+
 def test_chunked_logprobs_refuse_a_head_of_the_wrong_width(tmp_path):
     err = probe_error(tmp_path, "logprobs_hidden",
                       dict(hidden=torch.zeros(1, 3, 4), weight=torch.zeros(5, 6), targets=torch.zeros(1, 3).long(),

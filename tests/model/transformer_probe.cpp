@@ -5,7 +5,9 @@
 //                                                     batch, N greedy tokens each through step()
 //   transformer_probe mixed DIR INPUT.json            {"a_prefix", "a_next", "b"}: A decodes while
 //                                                     B prefills in one step(), and each alone
-//   transformer_probe grad DIR INPUT.json NAME        next-token loss over INPUT and NAME's gradient
+//   transformer_probe grad DIR INPUT.json NAME [recompute]
+//                                                     next-token loss over INPUT and NAME's gradient
+//                                                     ("*": all); recompute: activation checkpointing
 //   transformer_probe save DIR OUT SHARD_BYTES        load, then save_pretrained to OUT
 //   transformer_probe check DIR DTYPE DEVICE          load, forward and 8 greedy steps; finite?
 //   transformer_probe update DIR                      load_weights with halved weights
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +62,19 @@ json to_json(const torch::Tensor& t) {
   json out = json::array();
   for (int64_t i = 0; i < c.size(0); ++i) out.push_back(to_json(c[i]));
   return out;
+}
+
+// The autograd nodes behind t: what the graph keeps for the backward, node by node.
+int64_t graph_nodes(const torch::Tensor& t) {
+  std::set<torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> todo{t.grad_fn().get()};
+  while (!todo.empty()) {
+    torch::autograd::Node* n = todo.back();
+    todo.pop_back();
+    if (n == nullptr || !seen.insert(n).second) continue;
+    for (const auto& edge : n->next_edges()) todo.push_back(edge.function.get());
+  }
+  return int64_t(seen.size());
 }
 
 int run(int argc, char** argv) {
@@ -126,7 +142,10 @@ int run(int argc, char** argv) {
     torch::Tensor ids = int_matrix(input["input_ids"]);
     torch::Tensor mask = input.contains("attention_mask") ? int_matrix(input["attention_mask"])
                                                           : torch::ones_like(ids);
-    torch::Tensor logits = m->forward(ids, mask);
+    const bool recompute = argc >= 6 && std::string(argv[5]) == "recompute";
+    torch::Tensor hidden = m->hidden_states(ids, mask, recompute);
+    out["graph_nodes"] = graph_nodes(hidden);
+    torch::Tensor logits = m->logits(hidden);
     // Mean next-token cross-entropy over real targets, as transformers' labels=... loss.
     torch::Tensor targets = ids.slice(1, 1).reshape({-1});
     torch::Tensor valid = mask.slice(1, 1).reshape({-1}).to(torch::kBool);
@@ -134,8 +153,10 @@ int run(int argc, char** argv) {
     torch::Tensor nll = -lp.gather(1, targets.unsqueeze(1)).squeeze(1);
     torch::Tensor loss = nll.masked_select(valid).mean();
     loss.backward();
+    // NAME, or "*": every weight's gradient under its name.
     for (const auto& [name, t] : m->named_parameters()) {
       if (name == argv[4]) out["grad"] = to_json(t.grad());
+      if (std::string(argv[4]) == "*") out["grads"][name] = to_json(t.grad());
     }
     out["loss"] = loss.item<double>();
   } else if (command == "save" && argc >= 5) {

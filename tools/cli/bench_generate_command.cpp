@@ -81,29 +81,6 @@ struct bench_generate_options {
   bool json = false;
 };
 
-std::vector<int64_t> parse_list(const std::string& option, const std::string& text) {
-  std::vector<int64_t> values;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    size_t used = 0;
-    long long value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value < 1)
-      throw usage_error{option + ": '" + item + "' in '" + text +
-                        "' is not a positive integer (give a comma list such as 1,8,32)"};
-    values.push_back(value);
-    start = comma + 1;
-  }
-  return values;
-}
-
-
 struct spread {
   double median = 0, min = 0, max = 0;
 };
@@ -228,8 +205,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   if (opt.repeats < 1) throw usage_error{"--repeats must be at least 1"};
   if (opt.threads < 0) throw usage_error{"--threads must be 0 (LibTorch's default) or more"};
   if (opt.bandwidth_gbs < 0) throw usage_error{"--bandwidth-gbs must be positive"};
-  const std::vector<int64_t> batches = parse_list("--batches", opt.batches);
-  const std::vector<int64_t> contexts = parse_list("--contexts", opt.contexts);
+  const std::vector<int64_t> batches = parse_positive_list("--batches", opt.batches);
+  const std::vector<int64_t> contexts = parse_positive_list("--contexts", opt.contexts);
   std::string dtype_name = opt.dtype == "auto" ? (cuda ? "bf16" : "fp32") : opt.dtype;
   const torch::ScalarType dtype = dtype_name == "bf16"   ? torch::kBFloat16
                                   : dtype_name == "fp16" ? torch::kFloat16

@@ -43,6 +43,8 @@ struct bench_learn_options {
   std::string stages = "rft,ppo";
   double peak_tflops = 0;
   int64_t logit_chunk = learner::learner_options{}.logit_chunk_tokens;
+  bool recompute_layers = learner::learner_options{}.activation_checkpointing;
+  std::string compute_dtype = learner::learner_options{}.compute_dtype;
   bool json = false;
 };
 
@@ -86,19 +88,15 @@ int run_bench_learn(bench_learn_options opt) {
   if (opt.tokens.empty()) opt.tokens = cuda ? "2048,8192,32768" : "256,1024";
   if (opt.episodes < 1 || opt.repeats < 1) throw usage_error{"--episodes and --repeats must be at least 1"};
   if (opt.logit_chunk < 0) throw usage_error{"--logit-chunk must be 0 (all positions at once) or positive"};
-  std::vector<int64_t> lengths;
-  for (const auto& item : split_list(opt.tokens)) {
-    try {
-      lengths.push_back(std::stoll(item));
-    } catch (const std::exception&) {
-      throw usage_error{"--tokens: '" + item + "' is not a number (give a comma list such as 2048,8192)"};
-    }
-    if (lengths.back() < 2) throw usage_error{"--tokens: an episode needs at least 2 tokens"};
-  }
+  const std::vector<int64_t> lengths = parse_positive_list("--tokens", opt.tokens);
+  for (const auto t : lengths)
+    if (t < 2) throw usage_error{"--tokens: an episode needs at least 2 tokens"};
   const auto stages = split_list(opt.stages);
   for (const auto& s : stages)
     if (s != "rft" && s != "ppo") throw usage_error{"--stages: '" + s + "' is not rft or ppo"};
-  const double peak = opt.peak_tflops > 0 ? opt.peak_tflops : (cuda ? 67.0 : 0.0);
+  const bool bf16 = opt.compute_dtype == "bfloat16";
+  // The H200's dense peaks: fp32 without tensor cores, bf16 on them.
+  const double peak = opt.peak_tflops > 0 ? opt.peak_tflops : (cuda ? (bf16 ? 989.0 : 67.0) : 0.0);
 
   auto config = named_shape(opt.shape);
   config.torch_dtype = "float32";
@@ -116,8 +114,9 @@ int run_bench_learn(bench_learn_options opt) {
   if (!opt.json)
     std::printf(
         "bench learn: %s (random fp32 weights), %s, %d episode(s) per step, %d timed steps per cell, "
-        "logits %lld positions at a time\n",
-        opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk));
+        "logits %lld positions at a time, activation checkpointing %s, compute %s\n",
+        opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk),
+        opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str());
   if (!opt.json)
     std::printf("%-5s %8s %14s %12s %10s %7s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s", "MFU");
   for (const auto& stage : stages)
@@ -129,6 +128,8 @@ int run_bench_learn(bench_learn_options opt) {
         learner::learner_options options;
         options.token_budget = length * opt.episodes;
         options.logit_chunk_tokens = opt.logit_chunk;
+        options.activation_checkpointing = opt.recompute_layers;
+        options.compute_dtype = opt.compute_dtype;
         learner::learner l{actor, critic, options};
         const auto samples = random_episodes(opt.episodes, length, config.vocab_size, 7);
         std::vector<double> seconds;
@@ -168,11 +169,14 @@ int run_bench_learn(bench_learn_options opt) {
       rows.push_back(row);
     }
   if (opt.json)
-    std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"logit_chunk_tokens", opt.logit_chunk}, {"rows", rows}}
+    std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"logit_chunk_tokens", opt.logit_chunk},
+                                 {"activation_checkpointing", opt.recompute_layers},
+                                 {"compute_dtype", opt.compute_dtype}, {"rows", rows}}
                      .dump()
               << "\n";
   else if (peak > 0)
-    std::printf("MFU against %.0f TFLOP/s%s\n", peak, opt.peak_tflops > 0 ? "" : " (H200 fp32 without tensor cores)");
+    std::printf("MFU against %.0f TFLOP/s%s\n", peak,
+                opt.peak_tflops > 0 ? "" : bf16 ? " (H200 bf16 dense, tensor cores)" : " (H200 fp32 without tensor cores)");
   return 0;
 }
 
@@ -190,9 +194,14 @@ void add_bench_learn_command(CLI::App& bench, invocation& inv) {
   cmd->add_option("--episodes", opt->episodes, "Episodes per step, one micro-batch");
   cmd->add_option("--repeats", opt->repeats, "Timed steps per cell (after one warm-up step)");
   cmd->add_option("--stages", opt->stages, "rft, ppo or both, a comma list");
-  cmd->add_option("--peak-tflops", opt->peak_tflops, "Peak for the MFU column (default: 67 on cuda, none on cpu)");
+  cmd->add_option("--peak-tflops", opt->peak_tflops,
+                  "Peak for the MFU column (default on cuda: 67 in float32, 989 in bfloat16; none on cpu)");
   cmd->add_option("--logit-chunk", opt->logit_chunk,
                   "Positions whose logits exist at once (learner.logit_chunk_tokens; 0: all)");
+  cmd->add_option("--activation-checkpointing", opt->recompute_layers,
+                  "Recompute each layer in the backward (learner.activation_checkpointing): true or false");
+  cmd->add_option("--compute-dtype", opt->compute_dtype, "learner.compute_dtype: float32 or bfloat16 (autocast)")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt] { return run_bench_learn(*opt); }; });
 }

@@ -46,6 +46,9 @@ void add_train_command(CLI::App& app, invocation& inv);             // train_com
 void add_learner_rank_command(CLI::App& app, invocation& inv);      // train_command.cpp
 // The non-empty items of a comma list ("a,,b" -> a, b).                 train_command.cpp
 std::vector<std::string> split_list(const std::string& list);
+// The positive integers of a comma list such as "1,8,32"; anything else (an empty item, "8x",
+// 0) is a usage_error naming `option`.                                   train_command.cpp
+std::vector<int64_t> parse_positive_list(const std::string& option, const std::string& text);
 #endif
 
 }  // namespace cuda_agent::cli

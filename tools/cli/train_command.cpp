@@ -572,6 +572,8 @@ int run_train(const settings& config, const train_flags& flags) {
   options.truncated = config.get_string("learner.truncated");
   options.ppo_epochs = config.get_int("learner.ppo_epochs");
   options.logit_chunk_tokens = config.get_int("learner.logit_chunk_tokens");
+  options.activation_checkpointing = config.get_bool("learner.activation_checkpointing");
+  options.compute_dtype = config.get_string("learner.compute_dtype");
   learner::learner trainer{actor, critic, options};
 
   std::mt19937_64 rng{static_cast<uint64_t>(config.get_int("learner.seed"))};
@@ -668,6 +670,28 @@ std::vector<std::string> split_list(const std::string& list) {
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+std::vector<int64_t> parse_positive_list(const std::string& option, const std::string& text) {
+  std::vector<int64_t> values;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1)
+      throw usage_error{option + ": '" + item + "' in '" + text +
+                        "' is not a positive integer (give a comma list such as 1,8,32)"};
+    values.push_back(value);
+    start = comma + 1;
+  }
+  return values;
 }
 
 void add_learner_rank_command(CLI::App& app, invocation& inv) {
