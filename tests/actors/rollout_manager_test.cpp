@@ -3,8 +3,10 @@
 #include "tests/actors/scripted_peers.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <map>
+#include <thread>
 
 #include "actors/rollout_manager.hpp"
 #include "actors/supervisor.hpp"
@@ -232,12 +234,21 @@ TEST_F(rollout_fixture, a_recorder_that_dies_as_the_last_episode_ends_fails_the_
   EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
 }
 
+// What a test learner got, readable from the test's thread: `received` is stored after each
+// push_back, so a reader that sees n there may read the first n trajectories.
+struct received_trajectories {
+  std::vector<trajectory> items;
+  std::atomic<std::size_t> received{0};
+};
+
 // A learner (learner_actor.hpp's protocol) that answers each `batch`-th trajectory with a
 // learner_update 50 ms later, as a step would take, counting what it got.
 caf::behavior slow_learner(caf::event_based_actor* self, int32_t batch, std::shared_ptr<std::atomic<int>> trained,
-                           std::shared_ptr<std::vector<trajectory>> got) {
+                           std::shared_ptr<received_trajectories> log) {
   return {[=](trajectory& t) {
+    auto* got = &log->items;
     got->push_back(std::move(t));
+    log->received.store(got->size(), std::memory_order_release);
     if (got->size() % static_cast<std::size_t>(batch) != 0) return;
     auto to = caf::actor_cast<caf::actor>(self->current_sender());
     self->delayed_send(self, 50ms, caf::make_message(to, static_cast<int64_t>(got->size() / batch)));
@@ -269,11 +280,11 @@ caf::behavior noting_policy(caf::event_based_actor*, std::shared_ptr<std::atomic
 TEST_F(rollout_fixture, with_a_learner_episodes_start_only_within_the_staleness_bound) {
   for (const int32_t staleness : {0, 1}) {
     auto trained = std::make_shared<std::atomic<int>>(0);
-    auto got = std::make_shared<std::vector<trajectory>>();
+    auto log = std::make_shared<received_trajectories>();
     auto first_request = std::make_shared<std::map<std::string, int>>();
     const std::string run_id = "s" + std::to_string(staleness);
     auto policy = system->spawn(noting_policy, trained, first_request, run_id + "-0001");
-    auto learner = system->spawn(slow_learner, 2, trained, got);
+    auto learner = system->spawn(slow_learner, 2, trained, log);
     rollout_plan plan = plan_for(run_id, 8, 8);  // concurrency 8: only the bound holds episodes back
     plan.retries = 0;  // episode 0001's dead server settles it as an infrastructure failure
     plan.batch_episodes = 2;
@@ -287,19 +298,25 @@ TEST_F(rollout_fixture, with_a_learner_episodes_start_only_within_the_staleness_
     self->request(manager, 60s, run_atom::value)
         .receive([&](int32_t n) { count = n; }, [](caf::error& e) { FAIL() << caf::to_string(e); });
     EXPECT_EQ(count, 8) << "staleness " << staleness;
+    // Every settled episode reaches the learner, the infrastructure failure too (so that its
+    // batch closes). The run's answer can overtake the last trajectories in the learner's mailbox on a
+    // loaded machine: wait for them, boundedly.
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (log->received.load(std::memory_order_acquire) < 8 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    self->send_exit(manager, caf::exit_reason::user_shutdown);
+    self->send_exit(policy, caf::exit_reason::user_shutdown);
+    self->send_exit(learner, caf::exit_reason::user_shutdown);
     ASSERT_EQ(first_request->size(), 8u);
     for (const auto& [id, batches_trained] : *first_request) {
       const int index = std::stoi(id.substr(run_id.size() + 1, 4));
       EXPECT_LE(index / 2, batches_trained + staleness) << id << " started too early (staleness " << staleness << ")";
     }
-    // Every settled episode reached the learner, the infrastructure failure too (so its batch closed).
-    ASSERT_EQ(got->size(), 8u);
+    ASSERT_EQ(log->received.load(std::memory_order_acquire), 8u) << "staleness " << staleness;
+    const auto* got = &log->items;
     EXPECT_EQ(std::count_if(got->begin(), got->end(),
                             [](const trajectory& t) { return t.reason == termination::infrastructure_failure; }),
               1);
-    self->send_exit(manager, caf::exit_reason::user_shutdown);
-    self->send_exit(policy, caf::exit_reason::user_shutdown);
-    self->send_exit(learner, caf::exit_reason::user_shutdown);
   }
 }
 
