@@ -1,6 +1,8 @@
 // `cuda-agent rollout`: episodes over a corpus set through the whole pipeline (policy, sandboxed
 // tools, compiler pool, GPU pool, locked harness), every message into the log, with a live
-// progress line and a final table.
+// progress line and a final table (run_summary.hpp's Table 1), also written as summary.json.
+// `cuda-agent eval` is the same run laid out for evaluation: K attempts per task, levels chosen,
+// everything under one --out folder.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,12 +15,14 @@
 #include <caf/all.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/run_summary.hpp"
 
 namespace cuda_agent::cli {
 namespace {
@@ -32,26 +36,15 @@ struct rollout_options {
   std::string log_dir;
   std::string run_id;
   std::vector<std::string> task_globs;  // empty: every task of the set
+  std::vector<int> levels;              // empty: every level
+  int attempts = 1;                     // episodes per task (with episodes 0)
   bool resume = false;
+  std::string out_dir;  // eval: log, episodes and summary.json under it
 };
 
-struct table_row {
-  int episodes = 0, passed = 0, beat_eager = 0, beat_compile = 0;
-  double log_eager = 0, log_compile = 0;
-  int timed = 0;
-  void add(const episode_summary& s) {
-    ++episodes;
-    const int r = s.verdict.reward;
-    passed += r >= 1;
-    beat_eager += r >= 2;
-    beat_compile += r == 3;
-    if (r >= 1 && s.verdict.speedup_eager > 0 && s.verdict.speedup_compile > 0) {
-      log_eager += std::log(s.verdict.speedup_eager);
-      log_compile += std::log(s.verdict.speedup_compile);
-      ++timed;
-    }
-  }
-};
+// Exit status of a run that finished but in which episodes ended in infrastructure failure:
+// their tasks are left out of the table, which a script must not take for the whole answer.
+constexpr int exit_infrastructure_failures = 4;
 
 // What the log of run `run_id` already settled: every episode the agent ended (an end other than
 // infrastructure_failure, which runs again), and the next free "-resumeN" number.
@@ -102,56 +95,43 @@ void load_settled(rollout_plan& plan, const std::filesystem::path& log_dir) {
   }
 }
 
-std::string percent(int part, int whole) {
-  return whole == 0 ? "-" : fmt::format("{:.1f}%", 100.0 * part / whole);
-}
-
-void print_table(const std::vector<episode_summary>& results) {
-  std::map<int, table_row> levels;
-  table_row all;
-  for (const auto& s : results) {
-    levels[s.task.level].add(s);
-    all.add(s);
-  }
-  std::cout << fmt::format("\n{:<8} {:>8} {:>8} {:>12} {:>14} {:>14} {:>16}\n", "level", "episodes",
-                           "pass", "> eager", "> compile", "geomean eager", "geomean compile");
-  auto line = [](const std::string& name, const table_row& row) {
-    auto geomean = [&](double logs) {
-      return row.timed == 0 ? std::string{"-"} : fmt::format("{:.3f}x", std::exp(logs / row.timed));
-    };
-    std::cout << fmt::format("{:<8} {:>8} {:>8} {:>12} {:>14} {:>14} {:>16}\n", name, row.episodes,
-                             percent(row.passed, row.episodes), percent(row.beat_eager, row.episodes),
-                             percent(row.beat_compile, row.episodes), geomean(row.log_eager),
-                             geomean(row.log_compile));
-  };
-  for (const auto& [level, row] : levels) line(std::to_string(level), row);
-  line("all", all);
-  std::cout << "(pass: reward >= 1; > eager / > compile: at least 5% faster, rewards 2 and 3; "
-               "geomeans over passing candidates)\n";
-}
-
 int run_rollout(const settings& config, rollout_options o) {
   o.device = resolve_device(o.device);
   if (o.corpus.empty()) o.corpus = o.device == "cuda" ? "bench" : "smoke";
   auto tasks = load_tasks(config, o.corpus, o.task_globs);
+  if (!o.levels.empty()) {
+    tasks.erase(std::remove_if(tasks.begin(), tasks.end(),
+                               [&](const task_spec& t) {
+                                 return std::find(o.levels.begin(), o.levels.end(), t.level) == o.levels.end();
+                               }),
+                tasks.end());
+    if (tasks.empty())
+      throw usage_error{fmt::format("--levels {}: no task of {} has such a level", fmt::join(o.levels, ","),
+                                    o.corpus)};
+  }
   const std::time_t now = std::time(nullptr);
-  const auto run_id = o.run_id.empty()
-                          ? fmt::format("r{:%Y%m%d-%H%M%S}", *std::localtime(&now))
-                          : o.run_id;
-  const std::filesystem::path log_dir = o.log_dir.empty() ? config.get_string("log.dir") : o.log_dir;
+  const bool eval = !o.out_dir.empty();
+  const auto run_id = !o.run_id.empty() ? o.run_id
+                      : eval            ? std::string{"eval"}
+                                        : fmt::format("r{:%Y%m%d-%H%M%S}", *std::localtime(&now));
+  const std::filesystem::path run_dir =
+      eval ? std::filesystem::path{o.out_dir} : std::filesystem::path{config.get_string("rollout.runs_dir")} / run_id;
+  const std::filesystem::path log_dir = eval ? run_dir / "log"
+                                        : o.log_dir.empty() ? std::filesystem::path{config.get_string("log.dir")}
+                                                            : std::filesystem::path{o.log_dir};
 
   rollout_plan plan;
   plan.run_id = run_id;
   plan.tasks = std::move(tasks);
-  plan.episodes = o.episodes > 0 ? o.episodes : static_cast<int32_t>(plan.tasks.size());
+  plan.episodes = o.episodes > 0 ? o.episodes : static_cast<int32_t>(plan.tasks.size()) * o.attempts;
   plan.concurrency = o.concurrency > 0 ? o.concurrency
                                        : static_cast<int32_t>(config.get_int("rollout.concurrency"));
   plan.retries = static_cast<int32_t>(config.get_int("rollout.retries"));
-  plan.episodes_dir = std::filesystem::path{config.get_string("rollout.runs_dir")} / run_id / "episodes";
+  plan.episodes_dir = run_dir / "episodes";
   plan.sources = default_workdir_sources();
   plan.base = base_episode_config(config, o.device, config.get_string("policy.backend"));
   if (o.resume) {
-    if (o.run_id.empty() || o.log_dir.empty())
+    if (!eval && (o.run_id.empty() || o.log_dir.empty()))
       throw usage_error{"--resume needs the --run-id and the --log of the run to resume"};
     load_settled(plan, log_dir);
     std::cerr << fmt::format("resuming run {}: {} of {} episodes settled in the log; the others run "
@@ -215,17 +195,30 @@ int run_rollout(const settings& config, rollout_options o) {
     std::cout << fmt::format("{:<24} {:<28} {:<22} reward {:>2}  {}\n", s.episode_id, s.task.id,
                              to_string(s.ended.reason), s.verdict.reward,
                              s.verdict.error.substr(0, 100));
-  print_table(results->episodes);
+  const run_summary summary = summarize(results->episodes);
+  print_summary(summary, std::cout);
+  nlohmann::json record = summary_json(summary);
+  record["run_id"] = run_id;
+  record["corpus"] = o.corpus;
+  record["policy"] = plan.base.policy_name;
+  record["device"] = o.device;
+  record["log"] = log_dir.string();
+  const auto summary_path = run_dir / "summary.json";
+  write_summary(record, summary_path.string());
+  std::cout << "summary: " << summary_path.string() << "\n";
   std::cout << "replay with: cuda-agent replay " << log_dir.string() << "\n";
+  if (!summary.infrastructure_failures.empty()) {
+    std::cerr << fmt::format("{} episode(s) ended in infrastructure failure, not by the agent, and are left out of "
+                             "the table: {} (exit status {}; --resume runs them again)\n",
+                             summary.infrastructure_failures.size(), fmt::join(summary.infrastructure_failures, ", "),
+                             exit_infrastructure_failures);
+    return exit_infrastructure_failures;
+  }
   return 0;
 }
 
-}  // namespace
-
-void add_rollout_command(CLI::App& app, invocation& inv) {
-  auto* cmd = app.add_subcommand(
-      "rollout", "Run agent episodes over a corpus set through the whole pipeline");
-  auto o = std::make_shared<rollout_options>();
+// The options rollout and eval share.
+void add_run_options(CLI::App* cmd, rollout_options* o) {
   cmd->add_option("--corpus", o->corpus, "Corpus set: a directory with index.json, or a set name "
                                          "under corpus/tasks (default: bench on cuda, smoke on cpu)");
   cmd->add_option("--policy", o->policy, "Policy backend: openai, torch, replay or demo (default: "
@@ -237,16 +230,56 @@ void add_rollout_command(CLI::App& app, invocation& inv) {
   cmd->add_option("--tasks", o->task_globs, "Only the tasks whose ids match these globs "
                                             "(comma-separated or repeated), e.g. 'bench_0*'")
       ->delimiter(',');
-  cmd->add_option("--episodes", o->episodes, "Episodes to run (default: one per task)")
-      ->check(CLI::Range(1, 10000000));
+  cmd->add_option("--levels", o->levels, "Only the tasks of these levels (comma-separated), e.g. 1,2,3")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1000));
   cmd->add_option("--concurrency", o->concurrency, "Episodes at a time (default: rollout.concurrency)")
       ->check(CLI::Range(1, 100000));
+}
+
+
+}  // namespace
+
+void add_rollout_command(CLI::App& app, invocation& inv) {
+  auto* cmd = app.add_subcommand(
+      "rollout", "Run agent episodes over a corpus set through the whole pipeline");
+  auto o = std::make_shared<rollout_options>();
+  add_run_options(cmd, o.get());
+  cmd->add_option("--episodes", o->episodes, "Episodes to run (default: one per task)")
+      ->check(CLI::Range(1, 10000000));
   cmd->add_option("--log", o->log_dir, "Message log directory (default: setting log.dir)");
   cmd->add_option("--run-id", o->run_id, "Name of this run (default: r<date>-<time>)");
   cmd->add_flag("--resume", o->resume, "Continue the run --run-id whose log is --log: episodes it "
                                        "settled count as they were, the others run again");
   cmd->callback([&inv, o] {
     inv.action = [&inv, o] {
+      if (!o->policy.empty()) inv.config.apply_override("policy.backend=" + o->policy);
+      return run_rollout(inv.config, *o);
+    };
+  });
+}
+
+void add_eval_command(CLI::App& app, invocation& inv) {
+  auto* cmd = app.add_subcommand(
+      "eval", "Evaluate a policy over a corpus set: the paper's Table 1 per level and overall, "
+              "pass@k and fast_p, in DIR/summary.json");
+  auto o = std::make_shared<rollout_options>();
+  add_run_options(cmd, o.get());
+  cmd->add_option("--attempts", o->attempts, "Episodes per task: pass@k and fast_p over them (default 1)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--out", o->out_dir, "Where the run goes: DIR/log (its message log), DIR/episodes, "
+                                       "DIR/summary.json (default: <rollout.runs_dir>/eval-<date>-<time>)");
+  cmd->add_flag("--resume", o->resume, "Continue the evaluation in --out: episodes it settled count as "
+                                       "they were, the others run again");
+  cmd->callback([&inv, o] {
+    inv.action = [&inv, o] {
+      if (o->resume && o->out_dir.empty()) throw usage_error{"eval --resume needs the --out of the run to resume"};
+      if (o->out_dir.empty()) {
+        const std::time_t now = std::time(nullptr);
+        o->out_dir = (std::filesystem::path{inv.config.get_string("rollout.runs_dir")} /
+                      fmt::format("eval-{:%Y%m%d-%H%M%S}", *std::localtime(&now)))
+                         .string();
+      }
       if (!o->policy.empty()) inv.config.apply_override("policy.backend=" + o->policy);
       return run_rollout(inv.config, *o);
     };
