@@ -10,13 +10,26 @@ namespace {
 
 // A profiler slot. The harness process is created with the actor, so a restarted slot starts
 // with a fresh worker; the worker itself is replaced by harness_process whenever it dies.
+// A broken task is answered with an error, not a result: the episode then ends as an
+// infrastructure failure and is not scored, rather than charging the candidate r = -1.
+template <class Run>
+auto unless_task_broken(Run run) -> caf::result<decltype(run())> {
+  try {
+    return run();
+  } catch (const harness::task_error& e) {
+    return caf::make_error(caf::sec::runtime_error, std::string{"the task is broken, not the candidate: "} + e.what());
+  }
+}
+
 caf::behavior profiler_slot(caf::event_based_actor*, harness::harness_settings settings,
                             std::string device) {
   auto harness = std::make_shared<harness::harness_process>(std::move(settings), std::move(device));
   return {
-      [harness](const verify_job& job) { return harness->verify(job); },
-      [harness](const profile_job& job) { return harness->profile(job); },
-      [harness](const evaluate_job& job) { return harness->evaluate(job).record; },
+      [harness](const verify_job& job) { return unless_task_broken([&] { return harness->verify(job); }); },
+      [harness](const profile_job& job) { return unless_task_broken([&] { return harness->profile(job); }); },
+      [harness](const evaluate_job& job) {
+        return unless_task_broken([&] { return harness->evaluate(job).record; });
+      },
   };
 }
 

@@ -233,6 +233,29 @@ void harness_process::ping() {
   }
 }
 
+void harness_process::check_task(const std::string& task_path, const std::string& device, bool reference) {
+  nlohmann::json request{{"op", "task"},
+                         {"task_path", std::filesystem::absolute(task_path).string()},
+                         {"device", device.empty() ? device_ : device},
+                         {"reference", reference}};
+  try {
+    if (pid_ <= 0) call({{"op", "ping"}}, settings_.startup_timeout);
+    const std::string reply = call(request, settings_.job_timeout);
+    const auto handle = detail::unpack_exactly_one(reply, "harness task reply");
+    if (const msgpack::object* broken = detail::find_field(handle.get(), "task_error");
+        broken != nullptr && broken->type == msgpack::type::STR)
+      throw task_error{broken->as<std::string>()};
+    const msgpack::object* ok = detail::find_field(handle.get(), "ok");
+    if (!ok || !ok->as<bool>()) {
+      const msgpack::object* error = detail::find_field(handle.get(), "error");
+      throw std::runtime_error{"the harness worker could not check " + task_path + ": " +
+                               (error ? error->as<std::string>() : std::string{"no error given"})};
+    }
+  } catch (const worker_lost& e) {
+    throw std::runtime_error{"the harness worker could not check " + task_path + ": " + e.what()};
+  }
+}
+
 evaluation harness_process::run_job(const std::string& op, nlohmann::json request,
                                     const std::string& job_id, const std::string& episode_id) {
   request["op"] = op;
@@ -263,6 +286,9 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
     const std::string reply = call(request, settings_.job_timeout);
     const auto handle = detail::unpack_exactly_one(reply, "harness reply");
     const msgpack::object& map = handle.get();
+    if (const msgpack::object* broken = detail::find_field(map, "task_error");
+        broken != nullptr && broken->type == msgpack::type::STR)
+      throw task_error{broken->as<std::string>()};
     const msgpack::object* ok = detail::find_field(map, "ok");
     if (!ok || !ok->as<bool>()) {
       const msgpack::object* error = detail::find_field(map, "error");

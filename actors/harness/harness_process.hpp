@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,14 @@ struct evaluation {
   std::vector<std::pair<std::string, double>> phases_ms;
 };
 
+// The task is broken (the worker's `task_error`, skills/harness/evaluator.py TaskError): it does
+// not import, lacks Model, get_inputs or get_init_inputs, or its reference does not run. Found
+// before the candidate's code is loaded, so it is never the candidate's r = -1: the GPU pool
+// answers the job with an error and the episode ends as an infrastructure failure.
+struct task_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class harness_process {
  public:
   harness_process(harness_settings settings, std::string device);
@@ -64,6 +73,7 @@ class harness_process {
   // verify + profile + reward of a job with job_id, episode_id, task_path, solution_dir,
   // module_path and device (messages.hpp evaluate_job). Never throws for anything the candidate
   // did: a crash, a hang, a dead worker all end as reward -1 with the reason in record.error.
+  // Throws task_error where the task is broken (so do verify and profile).
   template <class Job>
   evaluation evaluate(const Job& job) {
     return evaluate(job.job_id, job.episode_id, job.task_path, job.solution_dir, job.module_path, job.device);
@@ -76,6 +86,11 @@ class harness_process {
 
   // Starts the worker if needed and checks it answers; throws std::runtime_error if it cannot.
   void ping();
+
+  // The task at task_path loads in the worker (Model, get_inputs, get_init_inputs) and, with
+  // `reference`, its Model is built and runs on one input set on `device`. Throws task_error
+  // naming what is wrong, std::runtime_error where the worker itself cannot run.
+  void check_task(const std::string& task_path, const std::string& device, bool reference);
 
   pid_t worker_pid() const { return pid_; }
   int restarts() const { return restarts_; }

@@ -101,4 +101,19 @@ http_response http_client::post_json(const std::string& url, const std::string& 
   return response;
 }
 
+std::string http_client::connect_error(const std::string& url, std::chrono::milliseconds timeout) {
+  CURL* curl = impl_->handle;
+  curl_easy_reset(curl);
+  char error[CURL_ERROR_SIZE] = {};
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CONNECT_ONLY, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  const CURLcode rc = curl_easy_perform(curl);
+  curl_easy_reset(curl);  // the connection is not kept for a request
+  if (rc == CURLE_OK) return {};
+  return std::string{curl_easy_strerror(rc)} + (error[0] ? std::string{": "} + error : "");
+}
+
 }  // namespace cuda_agent::policy

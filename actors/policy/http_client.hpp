@@ -32,6 +32,10 @@ class http_client {
   http_response post_json(const std::string& url, const std::string& body,
                           const std::string& bearer_token, std::chrono::milliseconds timeout);
 
+  // Empty when a connection to url's host and port opens within `timeout` (nothing is sent),
+  // else why not ("Couldn't connect to server: ..."). Never throws for network trouble.
+  std::string connect_error(const std::string& url, std::chrono::milliseconds timeout);
+
  private:
   struct impl;
   std::unique_ptr<impl> impl_;

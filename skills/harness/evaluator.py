@@ -37,6 +37,12 @@ MEASUREMENTS = 3
 BASELINE_TOLERANCE = 0.15
 
 
+class TaskError(Exception):
+    """The task itself is broken: it does not import, lacks Model, get_inputs or
+    get_init_inputs, or its reference does not run. Raised only before the candidate's code is
+    loaded, so nothing a candidate does can raise it; the C++ side makes it an infrastructure
+    failure (the episode is not scored), never the candidate's r = -1."""
+
 def timed_seed():
     """A timed input set's seed, which the candidate learns only with its timed run's request."""
     return int.from_bytes(os.urandom(4), "little") % (1 << 30) + 1
@@ -172,11 +178,26 @@ class Evaluator:
             self.spare = None
 
     def task(self, path):
-        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
-        key = (os.path.realpath(path), digest)
-        if key not in self.tasks:
-            self.tasks[key] = Task(path)
-        return self.tasks[key]
+        """The loaded task at path; TaskError where it cannot be read or imported or lacks a name."""
+        try:
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            key = (os.path.realpath(path), digest)
+            if key not in self.tasks:
+                self.tasks[key] = Task(path)
+            return self.tasks[key]
+        except Exception as e:
+            raise TaskError(f"task {path}: {type(e).__name__}: {e}") from e
+
+    def check_task(self, req):
+        """The `task` op: the task loads; with `reference` also its Model is built and its
+        forward runs on one input set on the device. TaskError where not."""
+        task = self.task(req["task_path"])
+        if req.get("reference"):
+            device = req.get("device") or "cpu"
+            if device.startswith("cuda") and not torch.cuda.is_available():
+                raise TaskError(f"task {task.path}: device {device} requested but torch sees no GPU")
+            self.reference_of(task, device, int(req.get("seed") or 1), 1)
 
     def timer(self, device):
         if device not in self.timers:
@@ -205,6 +226,14 @@ class Evaluator:
             refs.append([o.detach().clone() for o in as_outputs(out)])
         return model, init_inputs, state_dict, seeds, prints, first, refs
 
+    def reference_of(self, task, device, seed, input_sets):
+        """reference(), its failures a TaskError: the parent computes it before the candidate's
+        code is loaded anywhere, so a failure here is the task's (or the installation's)."""
+        try:
+            return self.reference(task, device, seed, input_sets)
+        except Exception as e:
+            raise TaskError(f"task {task.path}: its reference failed: {type(e).__name__}: {e}") from e
+
     # --- one job -------------------------------------------------------------------------------
     def run(self, req, want_profile=True):
         o = dict(DEFAULTS)
@@ -222,14 +251,14 @@ class Evaluator:
             o["cpu_threads"] = len(o["timing_cpus"])  # as many threads as the timed runs hold cores
         if device == "cpu" and int(o["cpu_threads"]) > 0:
             torch.set_num_threads(int(o["cpu_threads"]))  # the same count here and in the child
-        task = self.task(o["task_path"])
+        task = self.task(o["task_path"])  # before anything of the candidate's runs: TaskError
         seed = int(o["seed"]) or int.from_bytes(os.urandom(4), "little") % (1 << 30) + 1
         phases = PhaseLog(record["job_id"])
         # The child comes first: its interpreter, torch and CUDA come up while the reference runs
         # (or came up during the previous job).
         child = self.child_for(device, o["memory_limit_mb"])
         try:
-            model, init_inputs, state_dict, seeds, prints, first_inputs, refs = self.reference(
+            model, init_inputs, state_dict, seeds, prints, first_inputs, refs = self.reference_of(
                 task, device, seed, int(o["input_sets"]))
         except BaseException:
             child.close()

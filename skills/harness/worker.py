@@ -2,10 +2,11 @@
 (actors/harness/harness_process.cpp).
 
 Reads requests and writes replies as msgpack maps framed by a 4-byte big-endian length on standard
-input and output; standard error is its log. Ops: ping, verify, profile, evaluate, shutdown. Every
-reply carries `ok` and `error`; a job reply carries `record` (messages.hpp reward_record),
+input and output; standard error is its log. Ops: ping, task, verify, profile, evaluate, shutdown.
+Every reply carries `ok` and `error`; a job reply carries `record` (messages.hpp reward_record),
 `verify` (verify_result), `profile` (profile_result) and `phases_ms` (where the job's time went,
-evaluator.PhaseLog).
+evaluator.PhaseLog). A reply whose job failed because the task is broken (evaluator.TaskError)
+has ok false and `task_error` set: the failure is the task's, not the candidate's.
 """
 import math
 import os
@@ -15,7 +16,7 @@ import traceback
 import torch
 
 from harness import framing
-from harness.evaluator import Evaluator
+from harness.evaluator import Evaluator, TaskError
 
 
 def finite_or_nan(x):
@@ -45,6 +46,8 @@ def serve(evaluator, reply_fd):
             if op == "ping":
                 reply.update(pid=os.getpid(), torch_version=torch.__version__,
                              cuda=torch.cuda.is_available())
+            elif op == "task":
+                evaluator.check_task(req)
             elif op in ("evaluate", "verify", "profile"):
                 record, verify, profile, phases_ms = evaluator.run(req, want_profile=(op != "verify"))
                 reply.update(record=record, verify=verify, profile=profile, phases_ms=phases_ms)
@@ -52,7 +55,9 @@ def serve(evaluator, reply_fd):
                 framing.write_frame(reply_fd, reply)
                 return 0
             else:
-                reply.update(ok=False, error=f"unknown op {op!r} (ping, evaluate, verify, profile, shutdown)")
+                reply.update(ok=False, error=f"unknown op {op!r} (ping, task, evaluate, verify, profile, shutdown)")
+        except TaskError as e:
+            reply.update(ok=False, error=str(e), task_error=str(e))
         except Exception as e:  # a broken task or installation: the job fails, the worker lives
             traceback.print_exc()
             reply.update(ok=False, error=f"{type(e).__name__}: {e}")

@@ -131,5 +131,23 @@ TEST(cli, rollout_resume_needs_the_run_and_its_log) {
   EXPECT_NE(r.err.find("no message log at"), std::string::npos) << r.err;
 }
 
+TEST(cli, rollout_with_no_openai_server_is_refused_up_front) {
+  // Nothing listens on port 1: refused before any episode starts, not after every retry.
+  const auto r = cli({"--set", "policy.base_url=http://127.0.0.1:1/v1", "rollout", "--corpus", "smoke",
+                      "--policy", "openai", "--device", "cpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("policy.base_url http://127.0.0.1:1/v1: no server answers"), std::string::npos) << r.err;
+}
+
+TEST(cli, rollout_on_cuda_without_a_gpu_is_refused_up_front) {
+  if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "this host has a GPU";
+  const auto r = cli({"rollout", "--corpus", "smoke", "--policy", "demo", "--device", "cuda"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--device cuda: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use --device cpu"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace cuda_agent

@@ -204,6 +204,67 @@ TEST(HarnessProcess, EvaluateGivesTimesAndTheCppReward) {
   EXPECT_NE(std::find(phases.begin(), phases.end(), "timed_runs"), phases.end());
 }
 
+// Tasks broken in each way a task can be, written beside the honest candidate's: the text of
+// tasks/elementwise.py with one part replaced. `cause` is what the error must name.
+struct broken_task {
+  const char* name;
+  const char* replace;  // a line of elementwise.py
+  const char* with;
+  const char* cause;
+};
+constexpr broken_task kBrokenTasks[] = {
+    {"no_import", "import torch.nn as nn", "import torch.nn as nn\nimport no_such_module_here", "no_such_module_here"},
+    {"no_get_inputs", "def get_inputs():", "def not_get_inputs():", "defines no get_inputs"},
+    {"inputs_raise", "    return [torch.randn(256, 1024)]", "    raise RuntimeError('inputs broke')", "inputs broke"},
+    {"init_raises", "        super().__init__()", "        raise ValueError('init broke')", "init broke"},
+    {"forward_raises", "        return torch.relu(x * 2.0 + 1.0)", "        raise RuntimeError('forward broke')",
+     "forward broke"},
+};
+
+fs::path write_broken_task(const fs::path& dir, const broken_task& b) {
+  std::ifstream in{kHere / "tasks" / "elementwise.py"};
+  std::string text{std::istreambuf_iterator<char>{in}, {}};
+  const auto at = text.find(b.replace);
+  EXPECT_NE(at, std::string::npos) << b.replace;
+  text.replace(at, std::string{b.replace}.size(), b.with);
+  const fs::path path = dir / (std::string{b.name} + ".py");
+  std::ofstream{path} << text;
+  return path;
+}
+
+TEST(HarnessProcess, ABrokenTaskIsATaskErrorAndNeverTheCandidatesReward) {
+  harness_process worker{test_settings(), "cpu"};
+  const auto honest = build("honest_elementwise");
+  worker.check_task(honest.task.string(), "cpu", /*reference=*/true);  // a sound task passes
+  struct {
+    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
+  } job{"broken", "", "", honest.solution.string(), honest.module.string(), "cpu"};
+  for (const auto& b : kBrokenTasks) {
+    SCOPED_TRACE(b.name);
+    job.task_path = write_broken_task(honest.solution.parent_path(), b).string();
+    try {
+      worker.check_task(job.task_path, "cpu", /*reference=*/true);
+      ADD_FAILURE() << "check_task accepted it";
+    } catch (const task_error& e) {
+      EXPECT_NE(std::string{e.what()}.find(b.cause), std::string::npos) << e.what();
+    }
+    // Loading alone finds the tasks that do not import or lack a name, not the others.
+    const bool load_fails = std::string{b.name} == "no_import" || std::string{b.name} == "no_get_inputs";
+    try {
+      worker.check_task(job.task_path, "cpu", /*reference=*/false);
+      EXPECT_FALSE(load_fails);
+    } catch (const task_error&) {
+      EXPECT_TRUE(load_fails);
+    }
+    // A job on it, with an honest candidate: a task_error, not a reward of -1 for the candidate.
+    EXPECT_THROW(worker.evaluate(job), task_error);
+  }
+  EXPECT_THROW(worker.verify(verify_of({honest.solution, job.task_path, honest.module})), task_error);
+  EXPECT_EQ(worker.restarts(), 0);  // the worker lives on, and its next job is judged
+  const auto next = worker.verify(verify_of(honest));
+  EXPECT_TRUE(next.correct) << next.error;
+}
+
 TEST(HarnessProcess, PythonRewardAgreesWithMilestoneReward) {
   const double cases[][3] = {{1, 2, 2}, {1, 2, 1}, {95, 100, 100}, {94, 100, 100}, {1, 1, 1},
                              {2, 1, 1}, {1, 0, 0}, {NAN, 1, 1},   {0.5, 1, 0.52}, {0.9, 1, 0.9}};
@@ -275,6 +336,32 @@ TEST(CheckCommand, CheatGetsMinusOneWithTheTrickNamed) {
       << json.dump();
   EXPECT_TRUE(json["t_new_ms"].is_null());
   EXPECT_TRUE(json["error"].is_string());
+}
+
+TEST(CheckCommand, ABrokenTaskIsAOneLineTaskErrorFoundBeforeAnythingIsBuilt) {
+  const char* binary = std::getenv("CUDA_AGENT_BINARY");
+  ASSERT_NE(binary, nullptr);
+  const auto honest = build("honest_elementwise");
+  const fs::path cache = honest.solution.parent_path() / "check-build-cache";
+  for (const char* name : {"no_import", "inputs_raise", "forward_raises"}) {
+    SCOPED_TRACE(name);
+    const auto& b = *std::find_if(std::begin(kBrokenTasks), std::end(kBrokenTasks),
+                                  [&](const broken_task& t) { return std::string{t.name} == name; });
+    const fs::path task = write_broken_task(honest.solution.parent_path(), b);
+    const auto result = run_subprocess({binary, "--set", std::string{"harness.python="} + CUDA_AGENT_PYTHON,
+                                        "--set", "build.cache_dir=" + cache.string(), "check", "--task",
+                                        task.string(), "--solution", honest.solution.string(), "--json"});
+    EXPECT_EQ(result.exit_code, 3) << result.err;
+    EXPECT_TRUE(result.out.empty()) << result.out;  // no reward record
+    // One error line, the last (info lines such as the held timing core may come before it).
+    const auto error_at = result.err.find("cuda-agent: error: ");
+    ASSERT_NE(error_at, std::string::npos) << result.err;
+    const std::string error = result.err.substr(error_at);
+    EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 1) << result.err;
+    EXPECT_NE(error.find(b.cause), std::string::npos) << result.err;
+    EXPECT_NE(error.find("fix the task"), std::string::npos) << result.err;
+    EXPECT_FALSE(fs::exists(cache)) << "the solution was built for a broken task";
+  }
 }
 
 TEST(CheckCommand, MissingTaskIsAUsageError) {

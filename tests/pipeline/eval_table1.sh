@@ -64,4 +64,59 @@ for args in "--levels 9" "--attempts 0" "--resume"; do
   [ "$status" -eq 2 ] && [ "$(wc -l <"$scratch/bad_err")" -eq 1 ] \
     || { echo "FAILED: eval $args: status $status, stderr:"; cat "$scratch/bad_err"; exit 1; }
 done
-echo "eval: Table 1 as computed by hand; bad input is a one-line error with status 2"
+
+# A set with a broken task (it imports a module that does not exist): refused before anything is
+# built or run, one line naming the task, status 3, and no episode of any task.
+mkdir -p "$scratch/broken"
+cp corpus/tasks/smoke/smoke_01_relu.py "$scratch/broken/"
+sed 's/^import torch$/import torch\nimport no_such_module_here/' corpus/tasks/smoke/smoke_02_gelu.py >"$scratch/broken/smoke_02_gelu.py"
+python3 - "$scratch/broken" <<'PY'
+import json, sys
+index = json.load(open("corpus/tasks/smoke/index.json"))
+index["tasks"] = [dict(t, demo="") for t in index["tasks"] if t["id"] in ("smoke_01_relu", "smoke_02_gelu")]
+json.dump(index, open(sys.argv[1] + "/index.json", "w"))
+PY
+grep -q no_such_module_here "$scratch/broken/smoke_02_gelu.py" || { echo "FAILED: the broken task was not written"; exit 1; }
+set +e
+"$bin" --set rollout.runs_dir="$scratch/runs" --set logging.level=warn \
+  eval --corpus "$scratch/broken" --policy demo --device cpu --out "$scratch/eval-broken" >"$scratch/bad_out" 2>"$scratch/bad_err"
+status=$?
+set -e
+[ "$status" -eq 3 ] && [ "$(wc -l <"$scratch/bad_err")" -eq 1 ] && grep -q "task smoke_02_gelu is broken" "$scratch/bad_err" \
+  && grep -q no_such_module_here "$scratch/bad_err" && [ ! -e "$scratch/eval-broken/episodes" ] \
+  || { echo "FAILED: eval of a broken set: status $status, stderr:"; cat "$scratch/bad_err"; exit 1; }
+
+# A task that imports but whose inputs cannot be drawn passes that check; its episode's verify and
+# final evaluation then fail as the task's, not the candidate's: an infrastructure failure, left
+# out of the table (exit 4), never the candidate's r = -1.
+sed 's/^    return \[torch.randn(rows, cols)\]$/    raise RuntimeError("these inputs cannot be drawn")/' \
+  corpus/tasks/smoke/smoke_02_gelu.py >"$scratch/broken/smoke_02_gelu.py"
+grep -q "cannot be drawn" "$scratch/broken/smoke_02_gelu.py" || { echo "FAILED: the broken task was not written"; exit 1; }
+python3 - "$scratch/broken" "$source_dir" <<'PY'
+import json, sys
+index = json.load(open(sys.argv[1] + "/index.json"))
+for t in index["tasks"]:
+    t["demo"] = f"{sys.argv[2]}/corpus/demos/smoke/{t['id']}"
+json.dump(index, open(sys.argv[1] + "/index.json", "w"))
+PY
+set +e
+"$bin" --set rollout.runs_dir="$scratch/runs" --set rollout.retries=0 \
+  eval --corpus "$scratch/broken" --policy demo --device cpu --out "$scratch/eval-inputs" >"$scratch/inputs_out" 2>"$scratch/inputs_err"
+status=$?
+set -e
+python3 - "$scratch/eval-inputs/summary.json" "$status" "$scratch/inputs_out" <<'PY' || { cat "$scratch/inputs_out"; tail -5 "$scratch/inputs_err"; exit 1; }
+import json, sys
+got = json.load(open(sys.argv[1]))
+assert sys.argv[2] == "4", f"exit status {sys.argv[2]}, not 4"
+failed = got["infrastructure_failures"]
+# One line per episode: id, task, how it ended, reward, error.
+ended = {line.split()[1]: line.split() for line in open(sys.argv[3]) if " reward " in line}
+assert ended["smoke_02_gelu"][2] == "infrastructure_failure", ended
+assert failed == [ended["smoke_02_gelu"][0]], (failed, ended)
+row = got["overall"]
+assert row["tasks"] == 1 and row["pass_rate"] == 1.0, row  # smoke_01 alone, and it passed
+print("a task whose inputs cannot be drawn: an infrastructure failure, left out:", json.dumps(failed))
+PY
+"$bin" log export "$scratch/eval-inputs/log" | grep '"episode_ended"' | grep -q "the task is broken, not the candidate" \
+  || { echo "FAILED: the episode's end does not say the task is broken"; exit 1; }
+echo "eval: Table 1 as computed by hand; bad input is a one-line error with status 2, a broken task one with status 3"

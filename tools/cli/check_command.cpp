@@ -4,7 +4,8 @@
 // Builds the solution with build_solution, then hands it to a harness worker (verify, anti-hacking,
 // interleaved timing against eager and torch.compile, milestone reward). With --json, one JSON
 // object on one line of standard output; logs go to standard error. Exit status 0 whenever the
-// evaluation ran, whatever the candidate did.
+// evaluation ran, whatever the candidate did; 3 (one line) where the task itself is broken,
+// found before the solution is built.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -65,6 +66,23 @@ int run_check(const check_options& opt, const settings& config) {
   if (!opt.module.empty() && !fs::exists(opt.module))
     throw usage_error{"--module " + opt.module + " does not exist; give the built cuda_extension module or its directory"};
 
+  require_device(opt.device);
+
+  // The task first: a broken one is the task's error, not the candidate's r = -1, and nothing
+  // is built for it.
+  const auto harness_config = harness::harness_settings::from(config);
+  hold_timing_cpus(harness_config, opt.device);
+  harness::harness_process worker{harness_config, opt.device};
+  const std::string task_path = fs::absolute(opt.task).string();
+  const auto refuse = [&](const harness::task_error& e) {
+    return task_failure{std::string{e.what()} + "; fix the task (Model, get_inputs and get_init_inputs, runnable on their own)"};
+  };
+  try {
+    worker.check_task(task_path, opt.device, /*reference=*/true);
+  } catch (const harness::task_error& e) {
+    throw refuse(e);
+  }
+
   reward_record record;
   std::string module_path = opt.module;
   if (module_path.empty()) {
@@ -88,18 +106,19 @@ int run_check(const check_options& opt, const settings& config) {
   }
 
   if (record.error.empty()) {
-    const auto harness_config = harness::harness_settings::from(config);
-    hold_timing_cpus(harness_config, opt.device);
-    harness::harness_process worker{harness_config, opt.device};
     struct {
       std::string job_id, episode_id, task_path, solution_dir, module_path, device;
     } job;
     job.job_id = "check";
-    job.task_path = fs::absolute(opt.task).string();
+    job.task_path = task_path;
     job.solution_dir = fs::absolute(opt.solution).string();
     job.module_path = fs::absolute(module_path).string();
     job.device = opt.device;
-    record = worker.evaluate(job).record;
+    try {
+      record = worker.evaluate(job).record;
+    } catch (const harness::task_error& e) {
+      throw refuse(e);  // drawn inputs of another seed can still break it
+    }
   }
 
   if (opt.json)

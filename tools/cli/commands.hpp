@@ -24,6 +24,14 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown where a task itself is broken (it does not import, lacks Model, get_inputs or
+// get_init_inputs, or its reference does not run): one line, exit status 3. It is found before
+// anything is built and is never a candidate's reward.
+struct task_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+constexpr int exit_task_failure = 3;
+
 void add_config_command(CLI::App& app, invocation& inv);   // config_command.cpp
 void add_doctor_command(CLI::App& app, invocation& inv);   // doctor_command.cpp
 void add_log_command(CLI::App& app, invocation& inv);      // log_command.cpp

@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
     return fail(e.what(), 2);
   } catch (const config_error& e) {
     return fail(e.what(), 2);
+  } catch (const cli::task_failure& e) {
+    return fail(e.what(), cli::exit_task_failure);
   } catch (const std::exception& e) {
     return fail(e.what(), 1);
   }

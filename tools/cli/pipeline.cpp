@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "actors/gpu_pool.hpp"
 #include "actors/harness/cpu_reservation.hpp"
 #include "actors/message_log/reader.hpp"
+#include "actors/policy/http_client.hpp"
 #include "actors/policy/policy_actor.hpp"
 #include "actors/recorder.hpp"
 #include "actors/sandbox/sandbox.hpp"
@@ -180,6 +182,54 @@ std::string resolve_device(const std::string& device) {
   if (!query_gpus().devices.empty()) return "cuda";
 #endif
   return "cpu";
+}
+
+void require_device(const std::string& device) {
+  if (device != "cuda") return;
+#ifdef CUDA_AGENT_HAVE_CUDA
+  const auto gpus = query_gpus();
+  if (!gpus.devices.empty()) return;
+  throw usage_error{"--device cuda: no GPU is usable here (" + gpus.error + "); use --device cpu or auto"};
+#else
+  throw usage_error{"--device cuda: this cuda-agent was built without the CUDA toolkit; use --device cpu"};
+#endif
+}
+
+void require_policy_server(const settings& config) {
+  if (config.get_string("policy.backend") != "openai") return;
+  const std::string url = config.get_string("policy.base_url");
+  const std::string error = policy::http_client{}.connect_error(url, std::chrono::seconds{5});
+  if (!error.empty())
+    throw usage_error{"policy.base_url " + url + ": no server answers (" + error +
+                      "); start the server (README: Pointing cuda-agent at a vLLM or SGLang server) or set policy.base_url"};
+}
+
+void check_tasks(const settings& config, const std::vector<task_spec>& tasks) {
+  char pattern[] = "/tmp/cuda-agent-tasks-XXXXXX";
+  if (::mkdtemp(pattern) == nullptr) throw std::runtime_error{"cannot create a scratch directory in /tmp"};
+  struct scratch {
+    std::filesystem::path path;
+    ~scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } dir{pattern};
+  harness::harness_process worker{harness::harness_settings::from(config), "cpu"};
+  for (const auto& task : tasks) {
+    const auto path = dir.path / (std::to_string(&task - tasks.data()) + ".py");
+    std::ofstream(path) << task.model_py;
+    try {
+      worker.check_task(path.string(), "cpu", /*reference=*/false);
+    } catch (const harness::task_error& e) {
+      // The scratch copy's name says nothing: the task is named by its id.
+      std::string why = e.what();
+      const std::string copy = path.string(), prefix = "task " + copy + ": ";
+      if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+      for (auto at = why.find(copy); at != std::string::npos; at = why.find(copy, at))
+        why.replace(at, copy.size(), "model.py");
+      throw task_failure{"task " + task.id + " is broken (" + why + "); fix it or leave it out with --tasks (`cuda-agent corpus validate` checks a set)"};
+    }
+  }
 }
 
 workdir_sources default_workdir_sources() {

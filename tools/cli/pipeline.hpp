@@ -77,6 +77,18 @@ std::vector<task_spec> load_tasks(const settings& config, const std::string& set
 // "auto": cuda where the CUDA runtime lists a GPU, else cpu; any other name as it is.
 std::string resolve_device(const std::string& device);
 
+// A one-line usage_error where `device` is cuda and this host has no usable GPU (or this
+// cuda-agent was built without CUDA), before anything starts.
+void require_device(const std::string& device);
+
+// With the openai policy backend, a one-line usage_error where nothing answers at policy.base_url
+// (no episode would get a turn; each would end as an infrastructure failure after its retries).
+void require_policy_server(const settings& config);
+
+// Every task loads in a harness worker (Model, get_inputs, get_init_inputs), before anything is
+// built; a broken one is a task_failure naming the task and its error (exit status 3).
+void check_tasks(const settings& config, const std::vector<task_spec>& tasks);
+
 // Where the workdir template and SKILL.md are taken from (this source tree).
 workdir_sources default_workdir_sources();
 

@@ -139,6 +139,10 @@ int run_rollout(const settings& config, rollout_options o) {
                              run_id, plan.settled.size(), plan.episodes, run_id, plan.resume);
   }
 
+  require_device(o.device);
+  require_policy_server(config);
+  check_tasks(config, plan.tasks);  // a broken task is refused here, never scored as its candidates' -1
+
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
   caf::actor_system system{cfg};

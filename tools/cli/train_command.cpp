@@ -508,6 +508,8 @@ int run_train(const settings& config, const train_flags& flags) {
     rollouts.set_name = config.get_string("learner.corpus");
     if (rollouts.set_name.empty()) rollouts.set_name = rollouts.device == "cuda" ? "bench" : "smoke";
     rollouts.tasks = load_tasks(config, rollouts.set_name, split_list(config.get_string("learner.tasks")));
+    require_device(rollouts.device);
+    check_tasks(config, rollouts.tasks);
     rollouts.concurrency = flags.concurrency > 0 ? flags.concurrency
                                                  : static_cast<int32_t>(config.get_int("rollout.concurrency"));
     rollouts.live_log = flags.log_dir.empty() ? out / "rollout_log" : flags.log_dir;
