@@ -2,26 +2,26 @@
 run the four filters in bounded worker processes, write what passes into a set directory, and
 summarise why the rest were rejected.
 
-Workers: on cuda one process per visible GPU by default, each pinned with CUDA_VISIBLE_DEVICES
-(more workers than GPUs share them round-robin); on cpu a configurable number. A worker runs
-`filters.filter_task` on plain dicts, so the same function can later be dispatched to a GPU pool
-slot instead.
+Workers: `workers.WorkerPool`, the pool `corpus validate` uses: on cuda one process per visible
+GPU by default, each pinned with CUDA_VISIBLE_DEVICES (more workers than GPUs share them
+round-robin); on cpu a configurable number. A worker runs `filters.filter_task` on plain dicts,
+so the same function can later be dispatched to a GPU pool slot instead. A candidate that hangs
+past the task timeout, or takes its worker down, is rejected and the worker replaced.
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import hashlib
-import multiprocessing as mp
-import os
 import random
 import time
 from typing import Callable, Dict, List, Optional
 
-from . import catalogue, compose, dedup, filters
+from . import catalogue, compose, dedup, filters, workers as pool
 from .task import Task, TaskSet
 
 Progress = Optional[Callable[[str], None]]
+# on_status(done, running, queued, elapsed_s, tail): live counts for progress.Reporter.status
+Status = Optional[Callable[[int, int, int, float, str], None]]
 
 
 @dataclasses.dataclass
@@ -37,39 +37,7 @@ class SynthConfig:
     reference_threshold: float = 0.9  # drop a candidate more similar than this to a reference
     filter: filters.FilterConfig = dataclasses.field(default_factory=filters.FilterConfig)
     op_count_weights: Optional[Dict[int, float]] = None
-
-
-def _worker_init(gpu_queue) -> None:
-    if gpu_queue is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # workers share the cores, not each take all
-
-
-def _worker_count(cfg: SynthConfig) -> int:
-    if cfg.workers > 0:
-        return cfg.workers
-    if cfg.device.startswith("cuda"):
-        return max(1, _gpu_count())
-    return 2
-
-
-def _gpu_count() -> int:
-    import torch
-    return torch.cuda.device_count()
-
-
-def _make_pool(cfg: SynthConfig, workers: int):
-    ctx = mp.get_context("spawn")  # no inherited torch or CUDA state
-    queue = None
-    if cfg.device.startswith("cuda"):
-        gpus = _gpu_count()
-        if gpus < 1:
-            raise RuntimeError("corpus synth --device cuda: no CUDA GPU is visible; use --device cpu")
-        queue = ctx.Manager().Queue()
-        for i in range(workers):
-            queue.put(i % gpus)  # an index past the last GPU would hide every GPU from the worker
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                  initargs=(queue,))
+    task_timeout: float = 600.0       # seconds one candidate's filters may take (0: no limit)
 
 
 def acceptance_by_stage(total: int, rejected: Dict[str, int]) -> Dict[str, dict]:
@@ -83,18 +51,17 @@ def acceptance_by_stage(total: int, rejected: Dict[str, int]) -> Dict[str, dict]
     return out
 
 
-def filter_result(fut: cf.Future) -> dict:
-    """A filter's verdict; an exception the filter let out (a CUDA error outside its stages, say)
-    rejects that candidate instead of ending the run. A dead worker still raises BrokenProcessPool."""
-    try:
-        return fut.result()
-    except cf.process.BrokenProcessPool:
-        raise
-    except Exception as e:
-        return {"accepted": False, "stage": "eager", "reason": f"the filter failed: {type(e).__name__}: {e}"}
+def filter_verdict(outcome: pool.Outcome) -> dict:
+    """A filter's verdict; a candidate whose filters hung, took the worker down or let an
+    exception out (a CUDA error outside its stages, say) is rejected at the eager stage with
+    the reason, instead of ending the run."""
+    if outcome.failure is None:
+        return outcome.value
+    return {"accepted": False, "stage": "eager",
+            "reason": f"{outcome.failure}: {outcome.message}"}
 
 
-def synthesize(cfg: SynthConfig, progress: Progress = None) -> dict:
+def synthesize(cfg: SynthConfig, progress: Progress = None, on_status: Status = None) -> dict:
     started = time.perf_counter()
     say = progress or (lambda _m: None)
     rng = random.Random(cfg.seed)
@@ -130,37 +97,33 @@ def synthesize(cfg: SynthConfig, progress: Progress = None) -> dict:
         seen.add(key)
         candidates.append(cand)
 
-    workers = _worker_count(cfg)
-    say(f"filtering {len(candidates)} candidates on {cfg.device} with {workers} worker(s)")
     filter_cfg = dataclasses.asdict(cfg.filter)
     filter_cfg["device"] = "cuda" if cfg.device.startswith("cuda") else cfg.device
     results: Dict[str, dict] = {}
-    pending = list(candidates)
-    while pending:
-        pool = _make_pool(cfg, min(workers, len(pending)))
-        futures = {pool.submit(filters.filter_task, {"id": c.id, "code": c.code,
-                                                     "config": filter_cfg}): c for c in pending}
-        pending = []
-        try:
-            for fut in cf.as_completed(futures):
-                cand = futures[fut]
-                try:
-                    res = filter_result(fut)
-                except cf.process.BrokenProcessPool:
-                    # A worker died (a crash inside torch): that candidate is rejected, the
-                    # others still in flight are retried in a fresh pool.
-                    res = {"accepted": False, "stage": "eager", "reason": "worker process died"}
-                    pending = [c for f, c in futures.items() if not f.done() and c is not cand]
-                    results[cand.id] = res
-                    break
-                results[cand.id] = res
-                accepted = sum(1 for r in results.values() if r["accepted"])
-                elapsed = time.perf_counter() - started
-                say(f"{len(results)}/{len(candidates)} filtered, {accepted} accepted, "
-                    f"{elapsed:.0f} s; {cand.id} {res['stage']}"
-                    + (f" ({res['reason'][:120]})" if res["reason"] else ""))
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+    envs = pool.environments_for(cfg.device, cfg.workers, len(candidates))
+    workers = len(envs)
+    say(f"filtering {len(candidates)} candidates on {cfg.device} with {workers} worker(s)")
+    filter_started = time.perf_counter()
+
+    def on_result(outcome: pool.Outcome) -> None:
+        cand = candidates[outcome.index]
+        res = results[cand.id] = filter_verdict(outcome)
+        accepted = sum(1 for r in results.values() if r["accepted"])
+        say(f"{len(results)}/{len(candidates)} filtered, {accepted} accepted, "
+            f"{time.perf_counter() - started:.0f} s; {cand.id} {res['stage']}"
+            + (f" ({res['reason'][:120]})" if res["reason"] else ""))
+
+    def on_pool_status(done: int, running: int, queued: int) -> None:
+        if on_status:
+            accepted = sum(1 for r in results.values() if r["accepted"])
+            on_status(done, running, queued, time.perf_counter() - filter_started,
+                      f"{accepted} accepted")
+
+    if candidates:
+        with pool.WorkerPool(envs, task_timeout=cfg.task_timeout) as workers_pool:
+            workers_pool.run("cuda_agent_corpus.filters:filter_task",
+                             [{"id": c.id, "code": c.code, "config": filter_cfg}
+                              for c in candidates], on_result, on_pool_status)
 
     ts = TaskSet.open_or_create(cfg.out_dir)
     written = []

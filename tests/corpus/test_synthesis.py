@@ -141,9 +141,11 @@ def test_synth_end_to_end_with_compile(tmp_path):
                       elements=1 << 12, references=[str(ref_dir)],
                       filter=filters.FilterConfig(runtime_min_ms=0.0, runtime_max_ms=1e4,
                                                   timing_runs=3))
-    lines = []
-    summary = synthesize(cfg, lines.append)
+    lines, statuses = [], []
+    summary = synthesize(cfg, lines.append, lambda *status: statuses.append(status))
     assert summary["accepted"] >= 3, summary
+    assert statuses[-1][:3] == (summary["filtered"], 0, 0)  # live done / running / queued
+    assert statuses[-1][4] == f"{summary['accepted']} accepted"
     assert summary["acceptance"]["compile"]["entered"] >= 3
     assert any("filtered" in line for line in lines)
     ts = TaskSet.open(tmp_path / "out")
@@ -160,41 +162,27 @@ def test_synth_end_to_end_with_compile(tmp_path):
     json.dumps(summary)  # the summary is plain JSON
 
 
-def _visible_devices(_):
-    import os
-    return os.environ.get("CUDA_VISIBLE_DEVICES")
-
-
-def test_cuda_workers_past_the_gpu_count_share_the_gpus(monkeypatch):
-    """Three workers on a one-GPU host must all see GPU 0: an index past the last GPU would
-    hide every GPU from the worker ("No CUDA GPUs are available" for every task it filters)."""
-    from cuda_agent_corpus import synth
-    monkeypatch.setattr(synth, "_gpu_count", lambda: 1)
-    cfg = SynthConfig(out_dir="unused", device="cuda", workers=3)
-    with synth._make_pool(cfg, 3) as pool:
-        seen = set(pool.map(_visible_devices, range(12)))
-    assert seen == {"0"}
-
-
 def test_cuda_synth_without_a_gpu_is_a_clear_error(monkeypatch):
-    from cuda_agent_corpus import synth
-    monkeypatch.setattr(synth, "_gpu_count", lambda: 0)
-    with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
-        synth._make_pool(SynthConfig(out_dir="unused", device="cuda", workers=2), 2)
+    from cuda_agent_corpus import workers
+    monkeypatch.setattr(workers, "visible_gpus", lambda: [])
+    with pytest.raises(workers.PoolError, match="torch sees no CUDA GPU"):
+        synthesize(SynthConfig(out_dir="unused", count=2, device="cuda", workers=2,
+                               elements=1 << 10))
 
 
-def test_an_exception_from_a_filter_rejects_only_that_candidate():
-    import concurrent.futures as cf
-    from cuda_agent_corpus.synth import filter_result
-    failed = cf.Future()
-    failed.set_exception(RuntimeError("CUDA error: an illegal memory access was encountered"))
-    res = filter_result(failed)
+def test_a_failed_filter_rejects_only_that_candidate():
+    """A hung, crashed or raising filter (a CUDA error outside its stages, say) is a rejection
+    with its reason, not the end of the run; the pool itself is tested in test_validate_workers."""
+    from cuda_agent_corpus.synth import filter_verdict
+    from cuda_agent_corpus.workers import Outcome
+    res = filter_verdict(Outcome(0, failure="error", message="RuntimeError: CUDA error: an "
+                                 "illegal memory access was encountered"))
     assert not res["accepted"] and res["stage"] == "eager"
-    assert "RuntimeError: CUDA error" in res["reason"]
-    broken = cf.Future()
-    broken.set_exception(cf.process.BrokenProcessPool("a worker died"))
-    with pytest.raises(cf.process.BrokenProcessPool):
-        filter_result(broken)
+    assert "error: RuntimeError: CUDA error" in res["reason"]
+    res = filter_verdict(Outcome(0, failure="crash", message="the worker process died (SIGSEGV)"))
+    assert res["stage"] == "eager" and "SIGSEGV" in res["reason"]
+    accepted = {"accepted": True, "stage": "accepted", "reason": "", "eager_ms": 1.0}
+    assert filter_verdict(Outcome(0, value=accepted)) is accepted
 
 
 def test_an_unexpected_error_is_a_named_failure_not_a_silent_exit_1(monkeypatch, capsys):

@@ -21,6 +21,7 @@
 #include "actors/message_log/reader.hpp"
 #include "actors/message_log/writer.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/scratch_dir.hpp"
 
 namespace cuda_agent::cli {
 namespace {
@@ -44,29 +45,6 @@ struct bench_options {
   std::string dir;    // parent of the scratch log; empty: the system temp directory
 };
 
-// The scratch directory, removed however the benchmark ends.
-class scratch_dir {
- public:
-  explicit scratch_dir(const fs::path& parent) {
-    std::error_code ec;
-    if (!fs::is_directory(parent, ec))
-      throw usage_error(fmt::format("--dir {}: not a directory", parent.string()));
-    std::string pattern = (parent / "cuda-agent-bench-log-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw usage_error(fmt::format("cannot create a scratch directory in {}", parent.string()));
-    path_ = pattern;
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 struct throughput {
   double seconds = 0;
@@ -140,8 +118,10 @@ int run_bench_log(const invocation& inv, const bench_options& options) {
       throw usage_error(fmt::format("--payload-bytes {}: a record holds at most about {} bytes",
                                     size, ml::kMaxBodyBytes));
 
-  const scratch_dir scratch(options.dir.empty() ? fs::temp_directory_path()
-                                                : fs::path(options.dir));
+  std::error_code ec;
+  if (!options.dir.empty() && !fs::is_directory(options.dir, ec))
+    throw usage_error(fmt::format("--dir {}: not a directory; give an existing directory for the scratch log", options.dir));
+  const scratch_dir scratch("cuda-agent-bench-log", options.dir);
   ml::writer_options base;
   base.segment_bytes = static_cast<uint64_t>(inv.config.get_int("log.segment_bytes"));
   base.fsync = *policy;

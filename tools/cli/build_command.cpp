@@ -1,5 +1,7 @@
 // `cuda-agent build DIR` builds a solution into the module `cuda_extension` (kernels/build/), and
-// `cuda-agent bench build DIR` measures that build against torch.utils.cpp_extension.load.
+// `cuda-agent bench build DIR` measures that build against torch.utils.cpp_extension.load, and
+// `cuda-agent bench build --kernelbench-file MODEL_NEW.py` a KernelBench-format candidate's
+// converted build against load_inline of the file itself.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -17,6 +19,8 @@
 #include "kernels/build/build.hpp"
 #include "kernels/build/toolchain.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/kernelbench_candidate.hpp"
+#include "tools/cli/scratch_dir.hpp"
 
 namespace cuda_agent::cli {
 namespace {
@@ -29,11 +33,11 @@ struct build_options {
   std::string arch;
   bool json = false;
   bool skip_reference = false;
+  std::string kernelbench_file;  // bench build: a KernelBench-format candidate instead of DIR
 };
 
 void add_solution_options(CLI::App& command, build_options& options) {
   command.add_option("solution", options.solution, "Solution directory (kernels/*.cpp|cu, ...)")
-      ->required()
       ->type_name("DIR");
   command.add_option("--device", options.device, "Build for cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -41,6 +45,7 @@ void add_solution_options(CLI::App& command, build_options& options) {
 }
 
 build::build_request make_request(const build_options& options) {
+  if (options.solution.empty()) throw usage_error("give the solution directory to build");
   if (!fs::is_directory(options.solution))
     throw usage_error(fmt::format("solution directory {} does not exist", options.solution));
   if (!fs::is_directory(fs::path(options.solution) / "kernels"))
@@ -124,6 +129,28 @@ build::build_result checked_build(const build::build_settings& settings,
   return result;
 }
 
+// How a reference build runs: a fresh build dir, the bench's job count, and the architecture
+// torch would detect on this GPU ("sm_90" -> "9.0"), also where none is seen.
+subprocess_options reference_options(const std::string& device, const std::string& arch, int jobs) {
+  subprocess_options options;
+  options.timeout = std::chrono::minutes{30};
+  if (jobs > 0) options.extra_env["MAX_JOBS"] = std::to_string(jobs);
+  if (device == "cuda") {
+    const std::string digits = arch.substr(3);
+    options.extra_env["TORCH_CUDA_ARCH_LIST"] =
+        digits.substr(0, digits.size() - 1) + "." + digits.substr(digits.size() - 1);
+  }
+  return options;
+}
+
+double reference_seconds(const subprocess_result& result, const char* what) {
+  const auto at = result.out.find("reference_s=");
+  if (!result.ok() || at == std::string::npos)
+    throw std::runtime_error(std::string{"reference build ("} + what + ") failed: " +
+                             result.describe() + "\n" + result.err.substr(0, 4000));
+  return std::stod(result.out.substr(at + 12));
+}
+
 // The reference path: what CUDA Agent's workdir does on every attempt, with a fresh build dir.
 constexpr const char* kReferenceScript = R"py(
 import glob, os, sys, time
@@ -144,22 +171,36 @@ print("reference_s=%.3f" % (time.perf_counter() - start))
 double run_reference(const std::string& python, const fs::path& solution, const fs::path& build_dir,
                      const std::string& device, const std::string& arch, int jobs) {
   fs::create_directories(build_dir);
-  subprocess_options options;
-  options.timeout = std::chrono::minutes{30};
-  if (jobs > 0) options.extra_env["MAX_JOBS"] = std::to_string(jobs);
-  // The architecture torch would detect on this GPU ("sm_90" -> "9.0"), also where none is seen.
-  if (device == "cuda") {
-    const std::string digits = arch.substr(3);
-    options.extra_env["TORCH_CUDA_ARCH_LIST"] =
-        digits.substr(0, digits.size() - 1) + "." + digits.substr(digits.size() - 1);
-  }
-  const auto result = run_subprocess(
-      {python, "-c", kReferenceScript, solution.string(), build_dir.string(), device}, options);
-  const auto at = result.out.find("reference_s=");
-  if (!result.ok() || at == std::string::npos)
-    throw std::runtime_error("reference build (torch.utils.cpp_extension.load) failed: " +
-                             result.describe() + "\n" + result.err.substr(0, 4000));
-  return std::stod(result.out.substr(at + 12));
+  const auto result = run_subprocess({python, "-c", kReferenceScript, solution.string(), build_dir.string(), device},
+                                     reference_options(device, arch, jobs));
+  return reference_seconds(result, "torch.utils.cpp_extension.load");
+}
+
+// A KernelBench-format candidate's own build: the file run as KernelBench runs it, timing what
+// its load_inline calls take, with a fresh extensions dir.
+constexpr const char* kLoadInlineScript = R"py(
+import runpy, sys, time
+import torch
+import torch.utils.cpp_extension as ext
+real, spent = ext.load_inline, [0.0]
+def timed(*args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return real(*args, **kwargs)
+    finally:
+        spent[0] += time.perf_counter() - start
+ext.load_inline = timed
+runpy.run_path(sys.argv[1], run_name="kernelbench_candidate")
+print("reference_s=%.3f" % spent[0])
+)py";
+
+double run_load_inline(const std::string& python, const fs::path& file, const fs::path& build_dir,
+                       const std::string& device, const std::string& arch, int jobs) {
+  fs::create_directories(build_dir);
+  auto options = reference_options(device, arch, jobs);
+  options.extra_env["TORCH_EXTENSIONS_DIR"] = build_dir.string();
+  return reference_seconds(run_subprocess({python, "-c", kLoadInlineScript, file.string()}, options),
+                           "load_inline");
 }
 
 // Imports the module in the harness python and lists its functions: proof the build is real.
@@ -179,24 +220,26 @@ std::string import_check(const std::string& python, const fs::path& module_path)
   return names;
 }
 
-int run_bench_build(const invocation& inv, const build_options& options) {
+int run_bench_build(const invocation& inv, build_options options) {
   auto settings = build::build_settings::from(inv.config);
+  const scratch_dir scratch_space{"cuda-agent-bench-build"};
+  const fs::path& scratch = scratch_space.path();
+  if (!options.kernelbench_file.empty()) {
+    if (!options.solution.empty())
+      throw usage_error("give one candidate: a solution DIR or --kernelbench-file MODEL_NEW.py");
+    const auto converted =
+        convert_kernelbench_candidate(inv.config, options.kernelbench_file, scratch / "converted");
+    if (!converted.value("ok", false))
+      throw usage_error(converted.value("error", std::string{}) + " (the candidate is not converted)");
+    options.solution = (scratch / "converted").string();
+  }
   auto request = make_request(options);
   if (request.device == "cuda" && request.arch.empty()) request.arch = build::detect_gpu_arch();
-  const fs::path scratch =
-      fs::temp_directory_path() / fmt::format("cuda-agent-bench-build-{}", ::getpid());
-  fs::remove_all(scratch);
-  fs::create_directories(scratch);
-  struct remover {
-    fs::path path;
-    ~remover() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } remove_scratch{scratch};
   settings.cache_dir = scratch / "cache";  // empty: nothing of this toolchain is cached yet
 
-  std::cout << fmt::format("solution: {} (device {}{}), jobs {}, sandbox {}\n", options.solution,
+  std::cout << fmt::format("solution: {} (device {}{}), jobs {}, sandbox {}\n",
+                           options.kernelbench_file.empty() ? options.solution
+                                                            : options.kernelbench_file + " (KernelBench format, converted)",
                            options.device, request.arch.empty() ? "" : " " + request.arch,
                            settings.jobs, settings.sandbox);
   request.solution_dir = unseen_copy(options.solution, scratch / "first");
@@ -228,6 +271,21 @@ int run_bench_build(const invocation& inv, const build_options& options) {
       seconds_of(warm));
   std::cout << fmt::format("module imports; functions: {}\n", functions);
   if (options.skip_reference) return 0;
+
+  if (!options.kernelbench_file.empty()) {
+    // The candidate's own way: its load_inline calls, as KernelBench runs it.
+    const double reference = run_load_inline(settings.python, fs::absolute(options.kernelbench_file),
+                                             scratch / "load-inline-build", options.device, request.arch,
+                                             settings.jobs);
+    std::cout << fmt::format(
+        "load_inline   {:8.2f} s  the candidate's load_inline calls, fresh TORCH_EXTENSIONS_DIR (ninja{})\n",
+        reference, settings.jobs > 0 ? fmt::format(", MAX_JOBS={}", settings.jobs) : "");
+    std::cout << fmt::format("ratio         load_inline/cold {:.1f}x, load_inline/first {:.1f}x, "
+                             "load_inline/warm {:.0f}x\n",
+                             reference / seconds_of(cold), reference / seconds_of(first),
+                             reference / seconds_of(warm));
+    return 0;
+  }
 
   // The reference compiles the same files, with the system's binding.cpp beside them.
   const fs::path reference_src = unseen_copy(options.solution, scratch / "reference");
@@ -265,6 +323,8 @@ void add_bench_build_command(CLI::App& bench, invocation& inv) {
   add_solution_options(*command, *options);
   command->add_flag("--skip-reference", options->skip_reference,
                     "Leave out the reference build (it takes a minute or more)");
+  command->add_option("--kernelbench-file", options->kernelbench_file,
+                      "Instead of DIR: a KernelBench-format model_new.py, converted, against its own load_inline");
   command->callback(
       [&inv, options] { inv.action = [&inv, options] { return run_bench_build(inv, *options); }; });
 }

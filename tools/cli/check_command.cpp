@@ -1,5 +1,9 @@
-// `cuda-agent check --task TASK.py --solution DIR [--device cpu|cuda] [--json]`: evaluate one
-// candidate exactly as the reward does (DESIGN.md, One-candidate check).
+// `cuda-agent check --task TASK.py (--solution DIR | --kernelbench-file MODEL_NEW.py)
+// [--device cpu|cuda] [--json]`: evaluate one candidate exactly as the reward does.
+//
+// A KernelBench-format candidate (load_inline) is first laid out as a solution workdir
+// (kernelbench_candidate.hpp), so its inline sources go through the same cached build; the JSON
+// record says so under "candidate".
 //
 // Builds the solution with build_solution, then hands it to a harness worker (verify, anti-hacking,
 // interleaved timing against eager and torch.compile, milestone reward). With --json, one JSON
@@ -18,7 +22,9 @@
 #include "actors/harness/harness_process.hpp"
 #include "messages/reward.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/kernelbench_candidate.hpp"
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/scratch_dir.hpp"
 
 #if __has_include("kernels/build/build.hpp")
 #include "kernels/build/build.hpp"
@@ -33,6 +39,7 @@ namespace fs = std::filesystem;
 struct check_options {
   std::string task;
   std::string solution;
+  std::string kernelbench_file;  // instead of solution: a KernelBench-format model_new.py
   std::string device = "cpu";
   std::string module;  // a module built elsewhere: skip the build
   bool json = false;
@@ -61,7 +68,11 @@ void print_summary(const reward_record& r) {
 int run_check(const check_options& opt, const settings& config) {
   if (!fs::is_regular_file(opt.task))
     throw usage_error{"--task " + opt.task + " is not a file; give the task's model.py"};
-  if (!fs::is_regular_file(fs::path{opt.solution} / "model_new.py"))
+  if (opt.solution.empty() == opt.kernelbench_file.empty())
+    throw usage_error{"give one candidate: --solution DIR or --kernelbench-file MODEL_NEW.py"};
+  if (!opt.kernelbench_file.empty() && !fs::is_regular_file(opt.kernelbench_file))
+    throw usage_error{"--kernelbench-file " + opt.kernelbench_file + " is not a file; give the candidate's model_new.py"};
+  if (opt.kernelbench_file.empty() && !fs::is_regular_file(fs::path{opt.solution} / "model_new.py"))
     throw usage_error{"--solution " + opt.solution + " holds no model_new.py; give the solution directory"};
   if (!opt.module.empty() && !fs::exists(opt.module))
     throw usage_error{"--module " + opt.module + " does not exist; give the built cuda_extension module or its directory"};
@@ -84,11 +95,24 @@ int run_check(const check_options& opt, const settings& config) {
   }
 
   reward_record record;
+  std::string solution_dir = opt.solution;
+  nlohmann::json candidate;  // how a KernelBench-format candidate was laid out and built
+  std::unique_ptr<scratch_dir> converted;
+  if (!opt.kernelbench_file.empty()) {
+    converted = std::make_unique<scratch_dir>("cuda-agent-check-kernelbench");
+    solution_dir = converted->path().string();
+    candidate = convert_kernelbench_candidate(config, opt.kernelbench_file, converted->path());
+    if (!candidate.value("ok", false)) {
+      record.compiled = false;
+      record.error = "not converted: " + candidate.value("error", std::string{});
+      record.reward = milestone_reward(false, record.t_new_ms, record.t_eager_ms, record.t_compile_ms);
+    }
+  }
   std::string module_path = opt.module;
-  if (module_path.empty()) {
+  if (module_path.empty() && record.error.empty()) {
 #ifdef CUDA_AGENT_CHECK_BUILDS
     build::build_request request;
-    request.solution_dir = fs::absolute(opt.solution);
+    request.solution_dir = fs::absolute(solution_dir);
     request.device = opt.device;
     const auto built = build::build_solution(build::build_settings::from(config), request);
     if (!built.error.empty()) throw std::runtime_error{"build infrastructure failed: " + built.error};
@@ -100,6 +124,10 @@ int run_check(const check_options& opt, const settings& config) {
     module_path = built.module_path.string();
     spdlog::info("check: built {} in {:.0f} ms{}", module_path, built.duration_ms,
                  built.cache_hit ? " (cache hit)" : "");
+    if (!candidate.is_null()) {
+      candidate["build_ms"] = built.duration_ms;
+      candidate["build_cache_hit"] = built.cache_hit;
+    }
 #else
     throw usage_error{"this cuda-agent was built without the build pipeline; pass --module with a built cuda_extension"};
 #endif
@@ -111,7 +139,7 @@ int run_check(const check_options& opt, const settings& config) {
     } job;
     job.job_id = "check";
     job.task_path = task_path;
-    job.solution_dir = fs::absolute(opt.solution).string();
+    job.solution_dir = fs::absolute(solution_dir).string();
     job.module_path = fs::absolute(module_path).string();
     job.device = opt.device;
     try {
@@ -121,10 +149,15 @@ int run_check(const check_options& opt, const settings& config) {
     }
   }
 
-  if (opt.json)
-    std::cout << check_json(record).dump() << std::endl;
-  else
+  if (opt.json) {
+    auto out = check_json(record);
+    if (!candidate.is_null()) out["candidate"] = candidate;
+    std::cout << out.dump() << std::endl;
+  } else {
+    if (!candidate.is_null() && candidate.value("ok", false))
+      std::cout << "candidate:  KernelBench format, " << candidate.value("built_with", std::string{}) << "\n";
     print_summary(record);
+  }
   return 0;
 }
 
@@ -134,7 +167,9 @@ void add_check_command(CLI::App& app, invocation& inv) {
   auto opt = std::make_shared<check_options>();
   CLI::App* cmd = app.add_subcommand("check", "Evaluate one solution exactly as the reward does.");
   cmd->add_option("--task", opt->task, "The task's model.py (Model, get_inputs, get_init_inputs)")->required();
-  cmd->add_option("--solution", opt->solution, "The solution directory (model_new.py, kernels/)")->required();
+  cmd->add_option("--solution", opt->solution, "The solution directory (model_new.py, kernels/)");
+  cmd->add_option("--kernelbench-file", opt->kernelbench_file,
+                  "Instead of --solution: a KernelBench-format model_new.py whose ModelNew uses load_inline");
   cmd->add_option("--device", opt->device, "Where to evaluate")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--module", opt->module, "Use this built cuda_extension (file or directory) instead of building");
   cmd->add_flag("--json", opt->json, "One JSON object on one line of standard output");

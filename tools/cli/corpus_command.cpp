@@ -22,17 +22,24 @@
 #include "actors/process/subprocess.hpp"
 #include "corpus/task_index.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/corpus_python.hpp"
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/progress.hpp"
 
 namespace cuda_agent::cli {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Prints the lines appended to `path` since the last call.
+// How often a status is printed as a plain line when standard error is not a terminal.
+constexpr std::chrono::seconds plain_status_interval{5};
+
+// Prints the lines appended to `path` since the last call: status records (progress.hpp) as
+// the one status line, redrawn in place on a terminal; every other line as it is, above it.
 class progress_follower {
  public:
-  explicit progress_follower(fs::path path) : path_(std::move(path)) {}
+  explicit progress_follower(fs::path path)
+      : path_(std::move(path)), display_(std::cerr, ::isatty(2) != 0, plain_status_interval) {}
   void drain() {
     std::ifstream in(path_);
     if (!in) return;
@@ -41,33 +48,32 @@ class progress_follower {
     while (std::getline(in, line)) {
       if (in.eof()) break;  // a partial last line: read it whole next time
       offset_ += line.size() + 1;
-      std::cerr << "[corpus] " << line << '\n';
+      if (const auto status = render_status_record(line))
+        display_.status("[corpus] " + *status);
+      else
+        display_.line("[corpus] " + line);
     }
   }
+  void finish() { display_.finish(); }
 
  private:
   fs::path path_;
   std::size_t offset_ = 0;
+  status_display display_;
 };
 
 // Runs `python -m cuda_agent_corpus ARGS...`, showing its progress; returns its exit status
 // after printing its standard output. Status 2 from the package is bad usage: its one-line
 // reason becomes a usage_error.
 int run_corpus_python(const settings& config, const std::vector<std::string>& args) {
-  const fs::path dir = corpus_root(config);
   const fs::path progress_path =
       fs::temp_directory_path() / fmt::format("cuda-agent-corpus-{}.progress", ::getpid());
   fs::remove(progress_path);
 
-  std::vector<std::string> argv{config.get_string("harness.python"), "-m", "cuda_agent_corpus",
-                                "--progress-file", progress_path.string()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  subprocess_options options;
-  options.timeout = std::chrono::seconds{config.get_int("corpus.timeout_s")};
-  options.max_output_bytes = std::size_t{64} << 20;
-  const char* existing = std::getenv("PYTHONPATH");
-  options.extra_env["PYTHONPATH"] =
-      fs::absolute(dir).string() + (existing && *existing ? std::string{":"} + existing : "");
+  std::vector<std::string> package_args{"--progress-file", progress_path.string()};
+  package_args.insert(package_args.end(), args.begin(), args.end());
+  const corpus_python_call call = corpus_python(config, package_args, std::size_t{64} << 20);
+  const auto& argv = call.argv;
 
   spdlog::debug("corpus: running {}", fmt::join(argv, " "));
   subprocess_result result;
@@ -75,7 +81,7 @@ int run_corpus_python(const settings& config, const std::vector<std::string>& ar
   std::atomic<bool> done{false};
   std::thread child([&] {
     try {
-      result = run_subprocess(argv, options);
+      result = run_corpus_python_call(call);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -88,28 +94,14 @@ int run_corpus_python(const settings& config, const std::vector<std::string>& ar
   }
   child.join();
   follower.drain();
+  follower.finish();
   fs::remove(progress_path);
-  if (failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const std::system_error& e) {
-      throw usage_error{"harness.python '" + argv[0] + "' cannot be started (" + e.what() +
-                        "); set harness.python to a Python with torch 2.11.0"};
-    }
-  }
+  if (failure) std::rethrow_exception(failure);
 
   std::cout << result.out << std::flush;
   if (result.exited && (result.exit_code == 0 || result.exit_code == 1)) return result.exit_code;
   // The package's own last error line says what went wrong; progress lines are already shown.
-  std::string reason;
-  std::size_t end = result.err.find_last_not_of("\n ");
-  if (end != std::string::npos) {
-    const std::size_t begin = result.err.rfind('\n', end);
-    reason = result.err.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 -
-                               (begin == std::string::npos ? 0 : begin + 1));
-  }
-  const std::string prefix = "cuda-agent corpus: error: ";
-  if (reason.rfind(prefix, 0) == 0) reason = reason.substr(prefix.size());
+  const std::string reason = corpus_error_line(result.err);
   if (result.exited && result.exit_code == 2) throw usage_error{reason};
   throw std::runtime_error{"corpus: " + argv[0] + " -m cuda_agent_corpus " + result.describe() +
                            (reason.empty() ? "" : ": " + reason)};
@@ -159,6 +151,8 @@ void add_corpus_command(CLI::App& app, invocation& inv) {
     bool no_compile = false, filters = false;
     std::string compile_backend = "inductor", summary, prefix = "synth";
     int timing_runs = 5;
+    double task_timeout = 60.0, synth_task_timeout = 600.0;
+    bool draw_on_cpu = false;
   };
   auto opt = std::make_shared<options>();
   const auto json_flag = [&](CLI::App* sub) {
@@ -178,12 +172,27 @@ void add_corpus_command(CLI::App& app, invocation& inv) {
                      "eager time in [--min-ms, --max-ms]) instead of one forward");
   validate->add_option("--min-ms", opt->min_ms, "Eager runtime window, low end")->capture_default_str();
   validate->add_option("--max-ms", opt->max_ms, "Eager runtime window, high end")->capture_default_str();
+  validate->add_option("--workers", opt->workers,
+                       "Worker processes (0: one per visible GPU on cuda, 2 on cpu)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  validate->add_option("--task-timeout", opt->task_timeout,
+                       "Seconds one task may take before its worker is killed and the task "
+                       "recorded as timeout (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  validate->add_flag("--draw-on-cpu", opt->draw_on_cpu,
+                     "On cuda, build models and draw inputs on the CPU and move them (default: "
+                     "directly on the GPU, much faster)");
   json_flag(validate);
   validate->callback([&inv, opt] {
     inv.action = [&inv, opt] {
       std::vector<std::string> args;
       if (opt->json) args.push_back("--json");
-      args.insert(args.end(), {"validate", "--device", opt->device});
+      args.insert(args.end(), {"validate", "--device", opt->device, "--workers",
+                               std::to_string(opt->workers), "--task-timeout",
+                               fmt::format("{}", opt->task_timeout)});
+      if (opt->draw_on_cpu) args.push_back("--draw-on-cpu");
       if (opt->filters)
         args.insert(args.end(), {"--filters", "--min-ms", fmt::format("{}", opt->min_ms),
                                  "--max-ms", fmt::format("{}", opt->max_ms)});
@@ -231,6 +240,10 @@ void add_corpus_command(CLI::App& app, invocation& inv) {
   synth->add_option("--timing-runs", opt->timing_runs, "Timed eager runs per task")->capture_default_str();
   synth->add_option("--summary", opt->summary, "Write the summary JSON to this file");
   synth->add_option("--prefix", opt->prefix, "Task id prefix")->capture_default_str();
+  synth->add_option("--task-timeout", opt->synth_task_timeout,
+                    "Seconds one candidate's filters may take before its worker is killed (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   json_flag(synth);
   synth->callback([&inv, opt] {
     inv.action = [&inv, opt] {
@@ -243,7 +256,8 @@ void add_corpus_command(CLI::App& app, invocation& inv) {
                    std::to_string(opt->elements), "--threshold", fmt::format("{}", opt->threshold),
                    "--compile-backend", opt->compile_backend, "--min-ms",
                    fmt::format("{}", opt->min_ms), "--max-ms", fmt::format("{}", opt->max_ms),
-                   "--timing-runs", std::to_string(opt->timing_runs), "--prefix", opt->prefix});
+                   "--timing-runs", std::to_string(opt->timing_runs), "--prefix", opt->prefix,
+                   "--task-timeout", fmt::format("{}", opt->synth_task_timeout)});
       if (opt->no_compile) args.push_back("--no-compile");
       if (!opt->summary.empty()) args.insert(args.end(), {"--summary", fs::absolute(opt->summary).string()});
       for (const auto& r : opt->references)

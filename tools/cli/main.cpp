@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   cli::add_rollout_command(app, inv);
   cli::add_eval_command(app, inv);
   cli::add_replay_command(app, inv);
+  cli::add_report_command(app, inv);
 #ifdef CUDA_AGENT_HAVE_TORCH
   cli::add_generate_command(app, inv);
   cli::add_train_command(app, inv);

@@ -1,4 +1,5 @@
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/scratch_dir.hpp"
 
 #include <fnmatch.h>
 #include <sched.h>
@@ -205,18 +206,10 @@ void require_policy_server(const settings& config) {
 }
 
 void check_tasks(const settings& config, const std::vector<task_spec>& tasks) {
-  char pattern[] = "/tmp/cuda-agent-tasks-XXXXXX";
-  if (::mkdtemp(pattern) == nullptr) throw std::runtime_error{"cannot create a scratch directory in /tmp"};
-  struct scratch {
-    std::filesystem::path path;
-    ~scratch() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } dir{pattern};
+  const scratch_dir dir{"cuda-agent-tasks"};
   harness::harness_process worker{harness::harness_settings::from(config), "cpu"};
   for (const auto& task : tasks) {
-    const auto path = dir.path / (std::to_string(&task - tasks.data()) + ".py");
+    const auto path = dir.path() / (std::to_string(&task - tasks.data()) + ".py");
     std::ofstream(path) << task.model_py;
     try {
       worker.check_task(path.string(), "cpu", /*reference=*/false);

@@ -21,7 +21,10 @@
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
 #include "tools/cli/commands.hpp"
+#include "tools/cli/kernelbench_candidate.hpp"
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/progress.hpp"
+#include "tools/cli/report.hpp"
 #include "tools/cli/run_summary.hpp"
 
 namespace cuda_agent::cli {
@@ -40,6 +43,7 @@ struct rollout_options {
   int attempts = 1;                     // episodes per task (with episodes 0)
   bool resume = false;
   std::string out_dir;  // eval: log, episodes and summary.json under it
+  std::string kernelbench_dir;  // eval: judge these KernelBench-format generations (demo policy)
 };
 
 // Exit status of a run that finished but in which episodes ended in infrastructure failure:
@@ -95,7 +99,7 @@ void load_settled(rollout_plan& plan, const std::filesystem::path& log_dir) {
   }
 }
 
-int run_rollout(const settings& config, rollout_options o) {
+int run_rollout(settings config, rollout_options o) {
   o.device = resolve_device(o.device);
   if (o.corpus.empty()) o.corpus = o.device == "cuda" ? "bench" : "smoke";
   auto tasks = load_tasks(config, o.corpus, o.task_globs);
@@ -119,6 +123,20 @@ int run_rollout(const settings& config, rollout_options o) {
   const std::filesystem::path log_dir = eval ? run_dir / "log"
                                         : o.log_dir.empty() ? std::filesystem::path{config.get_string("log.dir")}
                                                             : std::filesystem::path{o.log_dir};
+
+  // KernelBench-format generations become demonstrations that write and judge them, so they go
+  // through the same episode, build, harness and log as any policy's candidates.
+  nlohmann::json kernelbench;
+  if (!o.kernelbench_dir.empty()) {
+    std::vector<std::string> ids;
+    for (const auto& t : tasks) ids.push_back(t.id);
+    const auto demos = run_dir / "kernelbench";
+    kernelbench = write_kernelbench_demonstrations(config, o.kernelbench_dir, ids, demos, o.device);
+    config.apply_override("policy.demo_dir=" + demos.string());
+    std::cerr << fmt::format("kernelbench: {} of {} generations from {} converted (build: cuda-agent's, not "
+                             "load_inline); the others count as candidates that did not compile\n",
+                             kernelbench.value("converted", 0), ids.size(), o.kernelbench_dir);
+  }
 
   rollout_plan plan;
   plan.run_id = run_id;
@@ -162,6 +180,7 @@ int run_rollout(const settings& config, rollout_options o) {
     const bool tty = ::isatty(2);
     bool finished = false;
     int ticks = 0;
+    progress_meter meter{static_cast<int64_t>(plan.settled.size())};  // rate and time left
     while (!finished) {
       self->receive([&](int32_t) { finished = true; },
                     [&](caf::error& e) {
@@ -175,9 +194,8 @@ int run_rollout(const settings& config, rollout_options o) {
           .receive(
               [&](int32_t done, int32_t running, int32_t queued, int32_t retried, int32_t r0,
                   int32_t r1, int32_t r2, int32_t r3) {
-                progress = fmt::format("done {} running {} queued {} | reward -1:{} 1:{} 2:{} 3:{} "
-                                       "| retried {}",
-                                       done, running, queued, r0, r1, r2, r3, retried);
+                progress = meter.line(done, running, queued) +
+                           fmt::format(" | reward -1:{} 1:{} 2:{} 3:{} | retried {}", r0, r1, r2, r3, retried);
               },
               [](caf::error&) {});
       self->request(node.gpu.pool, std::chrono::seconds{5}, pool_stats_atom::value)
@@ -207,9 +225,30 @@ int run_rollout(const settings& config, rollout_options o) {
   record["policy"] = plan.base.policy_name;
   record["device"] = o.device;
   record["log"] = log_dir.string();
+  if (!kernelbench.is_null()) {
+    nlohmann::json not_converted = nlohmann::json::object();
+    for (const auto& [id, task] : kernelbench["tasks"].items())
+      if (!task.value("ok", false)) not_converted[id] = task.value("error", std::string{});
+    record["candidates"] = {{"format", "kernelbench"},
+                            {"generations", o.kernelbench_dir},
+                            {"built_with", "cuda-agent build (load_inline replaced by the module built ahead)"},
+                            {"converted", kernelbench["converted"]},
+                            {"not_converted", not_converted}};
+  }
   const auto summary_path = run_dir / "summary.json";
   write_summary(record, summary_path.string());
   std::cout << "summary: " << summary_path.string() << "\n";
+  // The report beside the summary, from the same settled episodes; a run whose report cannot be
+  // written still has its results, so that is a warning.
+  const auto report_path = run_dir / "report.html";
+  try {
+    report_request report{log_dir, run_id, {}, &results->episodes,
+                          {{"corpus", o.corpus}, {"policy", plan.base.policy_name}, {"device", o.device}}};
+    write_report(report, report_path);
+    std::cout << "report: " << report_path.string() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "cuda-agent: warning: no report written: " << e.what() << "\n";
+  }
   std::cout << "replay with: cuda-agent replay " << log_dir.string() << "\n";
   if (!summary.infrastructure_failures.empty()) {
     std::cerr << fmt::format("{} episode(s) ended in infrastructure failure, not by the agent, and are left out of "
@@ -275,6 +314,9 @@ void add_eval_command(CLI::App& app, invocation& inv) {
                                        "DIR/summary.json (default: <rollout.runs_dir>/eval-<date>-<time>)");
   cmd->add_flag("--resume", o->resume, "Continue the evaluation in --out: episodes it settled count as "
                                        "they were, the others run again");
+  cmd->add_option("--kernelbench-dir", o->kernelbench_dir,
+                  "Judge KernelBench-format generations (DIR/<task>.py or DIR/<task>/model_new.py, ModelNew "
+                  "with load_inline) instead of running a policy");
   cmd->callback([&inv, o] {
     inv.action = [&inv, o] {
       if (o->resume && o->out_dir.empty()) throw usage_error{"eval --resume needs the --out of the run to resume"};
@@ -283,6 +325,11 @@ void add_eval_command(CLI::App& app, invocation& inv) {
         o->out_dir = (std::filesystem::path{inv.config.get_string("rollout.runs_dir")} /
                       fmt::format("eval-{:%Y%m%d-%H%M%S}", *std::localtime(&now)))
                          .string();
+      }
+      if (!o->kernelbench_dir.empty()) {
+        if (!o->policy.empty() && o->policy != "demo")
+          throw usage_error{"--kernelbench-dir judges the generations themselves; leave out --policy " + o->policy};
+        o->policy = "demo";
       }
       if (!o->policy.empty()) inv.config.apply_override("policy.backend=" + o->policy);
       return run_rollout(inv.config, *o);

@@ -21,6 +21,12 @@
 #                  (train --out LEARN_OUT, default runs/learn-bench on the machine); builds first
 #                  where build-gpu/ is missing; RESUME=1 continues a run cut off by its time box.
 #                  metrics.jsonl, eval.jsonl and the log's tail come back in $OUT_DIR.
+#   STAGE=kernelbench  KernelBench on cuda: `corpus import` and `corpus validate` of its level 1-3
+#                  tasks (KB_DIR, a KernelBench checkout's KernelBench/ folder carried in, default
+#                  runs/kb/KernelBench), the KernelBench-format ReLU candidate through `check`
+#                  beside the same kernel as a workdir, its build against its own load_inline
+#                  (`bench build --kernelbench-file`), and `eval --kernelbench-dir` of it; builds
+#                  first where build-gpu/ is missing.
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -51,7 +57,7 @@ if wants build; then
   OUT_DIR="$out" BUILD_DIR=build-gpu step timeout "${BUILD_S:-420}" bash tools/gpu/build_and_test.sh \
     -R "${CTEST_REGEX:-BuildTest.Cuda|BuildTest.BindingFile|device_query}"
 fi
-if [ "$stage" = learn ] && [ ! -x build-gpu/tools/cuda-agent ]; then
+if { [ "$stage" = learn ] || [ "$stage" = kernelbench ]; } && [ ! -x build-gpu/tools/cuda-agent ]; then
   OUT_DIR="$out" BUILD_DIR=build-gpu BENCH_BUILD=0 step timeout "${BUILD_S:-300}" bash tools/gpu/build_and_test.sh \
     -R 'device_query'
 fi
@@ -118,6 +124,25 @@ if [ "$stage" = learn ]; then
   cp "$learn_out/metrics.jsonl" "$learn_out/eval.jsonl" "$out/" 2>/dev/null
   grep -v '^train: rft ' "$out/learn.err" | tail -c 60000 > "$out/learn_tail.txt"
   rm -f "$out/learn.err"
+fi
+if [ "$stage" = kernelbench ]; then
+  kb_set=$out/kb_set
+  rm -rf "$kb_set"
+  step timeout "${IMPORT_S:-120}" "$bin" "${set_args[@]}" corpus import kernelbench "${KB_DIR:-runs/kb/KernelBench}" \
+    --out "$kb_set" > "$out/kb_import.txt" 2> "$out/kb_import.log"
+  step timeout "${VALIDATE_S:-600}" "$bin" "${set_args[@]}" corpus validate "$kb_set" --device cuda --json \
+    > "$out/kb_validate.json" 2> "$out/kb_validate.log"
+  relu=tests/corpus/kernelbench_candidates/bench_01_relu.py
+  step timeout "${CHECK_S:-180}" "$bin" "${set_args[@]}" check --task corpus/tasks/bench/bench_01_relu.py \
+    --kernelbench-file "$relu" --device cuda --json > "$out/kb_check_inline.json" 2> "$out/kb_check_inline.log"
+  step timeout "${CHECK_S:-180}" "$bin" "${set_args[@]}" check --task corpus/tasks/bench/bench_01_relu.py \
+    --solution corpus/demos/bench/bench_01_relu --device cuda --json > "$out/kb_check_workdir.json" 2> "$out/kb_check_workdir.log"
+  step timeout "${BENCH_BUILD_S:-240}" "$bin" "${set_args[@]}" bench build --kernelbench-file "$relu" --device cuda \
+    > "$out/kb_bench_build.txt" 2> "$out/kb_bench_build.log"
+  step timeout "${EVAL_S:-240}" "$bin" "${set_args[@]}" eval --corpus bench --tasks bench_01_relu --device cuda \
+    --kernelbench-dir tests/corpus/kernelbench_candidates --out "$out/kb_eval" > "$out/kb_eval.txt" 2> "$out/kb_eval.log"
+  cp "$out/kb_eval/summary.json" "$out/kb_eval_summary.json" 2>/dev/null
+  rm -rf "$kb_set" "$out/kb_eval"
 fi
 if [ "$stage" = smoke ]; then
   step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
