@@ -146,6 +146,9 @@ class _StaticValues:
 
 
 def _dotted(node: ast.AST) -> str:
+    """The attribute chain's names; unlike importers' dotted(), a chain that starts at a call or a
+    subscript keeps its tail (`get_ext().load_inline` -> "load_inline"), so that such a call is
+    still seen as a load_inline call (and converted or refused like any other) rather than missed."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

@@ -15,29 +15,10 @@ import pytest
 from cuda_agent_corpus import __main__ as cli
 from cuda_agent_corpus import progress, workers
 from cuda_agent_corpus.loader import instantiate, load_source
+from test_task_and_loader import GOOD  # one valid task: Linear then relu on [4, 8]
 
 HERE = Path(__file__).resolve().parent
 
-GOOD = '''import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.lin = nn.Linear(n, n)
-
-    def forward(self, x):
-        return torch.relu(self.lin(x))
-
-
-def get_inputs():
-    return [torch.randn(4, 8)]
-
-
-def get_init_inputs():
-    return [8]
-'''
 FORWARD = "        return torch.relu(self.lin(x))"
 
 

@@ -272,18 +272,20 @@ int run_bench_build(const invocation& inv, build_options options) {
   std::cout << fmt::format("module imports; functions: {}\n", functions);
   if (options.skip_reference) return 0;
 
+  // A reference build's line and its ratios to the three builds above.
+  const auto print_reference = [&](const std::string& name, double reference, const std::string& how) {
+    std::cout << fmt::format("{:<13} {:8.2f} s  {} (ninja{})\n", name, reference, how,
+                             settings.jobs > 0 ? fmt::format(", MAX_JOBS={}", settings.jobs) : "");
+    std::cout << fmt::format("ratio         {0}/cold {1:.1f}x, {0}/first {2:.1f}x, {0}/warm {3:.0f}x\n", name,
+                             reference / seconds_of(cold), reference / seconds_of(first),
+                             reference / seconds_of(warm));
+  };
   if (!options.kernelbench_file.empty()) {
     // The candidate's own way: its load_inline calls, as KernelBench runs it.
     const double reference = run_load_inline(settings.python, fs::absolute(options.kernelbench_file),
                                              scratch / "load-inline-build", options.device, request.arch,
                                              settings.jobs);
-    std::cout << fmt::format(
-        "load_inline   {:8.2f} s  the candidate's load_inline calls, fresh TORCH_EXTENSIONS_DIR (ninja{})\n",
-        reference, settings.jobs > 0 ? fmt::format(", MAX_JOBS={}", settings.jobs) : "");
-    std::cout << fmt::format("ratio         load_inline/cold {:.1f}x, load_inline/first {:.1f}x, "
-                             "load_inline/warm {:.0f}x\n",
-                             reference / seconds_of(cold), reference / seconds_of(first),
-                             reference / seconds_of(warm));
+    print_reference("load_inline", reference, "the candidate's load_inline calls, fresh TORCH_EXTENSIONS_DIR");
     return 0;
   }
 
@@ -295,13 +297,7 @@ int run_bench_build(const invocation& inv, build_options options) {
   const double reference =
       run_reference(settings.python, reference_src, scratch / "reference-build", options.device,
                     request.arch, settings.jobs);
-  std::cout << fmt::format(
-      "reference     {:8.2f} s  torch.utils.cpp_extension.load, fresh build dir (ninja{})\n",
-      reference, settings.jobs > 0 ? fmt::format(", MAX_JOBS={}", settings.jobs) : "");
-  std::cout << fmt::format("ratio         reference/cold {:.1f}x, reference/first {:.1f}x, "
-                           "reference/warm {:.0f}x\n",
-                           reference / seconds_of(cold), reference / seconds_of(first),
-                           reference / seconds_of(warm));
+  print_reference("reference", reference, "torch.utils.cpp_extension.load, fresh build dir");
   return 0;
 }
 
