@@ -233,15 +233,17 @@ const std::vector<setting_spec>& settings::schema() {
       {"policy.token_ids", T::boolean, "true", {}, 0, 0,
        "Ask for sampled token ids and log-probabilities (vLLM's logprobs and "
        "return_tokens_as_token_ids); turn off for servers that reject unknown fields."},
-      {"policy.tools_dir", T::string, "skills/tools", {}, 0, 0,
-       "Directory of the tools' JSON schemas (<Tool>.json) sent to the model."},
+      {"policy.tools_dir", T::string, CUDA_AGENT_SOURCE_DIR "/skills/tools", {}, 0, 0,
+       "Directory of the tools' JSON schemas (<Tool>.json) sent to the model; defaults to the "
+       "source tree's skills/tools, whatever the working directory."},
       {"policy.replay_log", T::string, "", {}, 0, 0,
        "Message log directory the replay backend answers from."},
       {"policy.replay_episode", T::string, "", {}, 0, 0,
        "Episode of the log to replay; empty: the episode id of each request."},
-      {"policy.demo_dir", T::string, "corpus/demos", {}, 0, 0,
+      {"policy.demo_dir", T::string, CUDA_AGENT_SOURCE_DIR "/corpus/demos", {}, 0, 0,
        "Demonstrations the demo backend plays: <dir>/<task_id>/demo.json or "
-       "<dir>/<set>/<task_id>/demo.json."},
+       "<dir>/<set>/<task_id>/demo.json; defaults to the source tree's corpus/demos, whatever the "
+       "working directory."},
       {"policy.model_dir", T::string, "", {}, 0, 0,
        "Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json) of the "
        "torch backend; with the demo backend, the checkpoint whose tokens it answers in "

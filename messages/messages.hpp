@@ -256,10 +256,11 @@ CUDA_AGENT_FIELDS(evaluate_job, job_id, episode_id, task_path, solution_dir, mod
 
 // --- Rewards -------------------------------------------------------------------------------------
 
-// How a record's times were taken (DESIGN.md, Timing). `baseline`: "fresh" (both baselines
-// measured in this job), "cached" (torch.compile's read from the baseline cache, `baseline_age_s`
-// old, after this job's own eager runs agreed with the eager time cached beside it) or
-// "remeasured" (they disagreed, so both were measured again); empty when nothing was timed.
+// How a record's times were taken (docs/ARCHITECTURE.md, "The harness": Timing). `baseline`:
+// "fresh" (both baselines measured in this job), "cached" (torch.compile's read from the baseline
+// cache, `baseline_age_s` old, after this job's own eager runs agreed with the eager time cached
+// beside it) or "remeasured" (they disagreed, so both were measured again); empty when nothing was
+// timed.
 // `measurements`: how many times the interleaved runs were taken (again while too spread out).
 // `reliable`: every spread was within the harness's limit; speed earns a milestone only then.
 struct timing_quality {

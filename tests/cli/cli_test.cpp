@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tests/cli/cli_runner.hpp"
 
@@ -92,6 +93,22 @@ TEST(cli, rollout_tasks_that_match_nothing_are_a_one_line_error) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(line_count(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("no task of set smoke matches --tasks nothing*,nor_this"), std::string::npos) << r.err;
+}
+
+// The README's main command from an empty directory outside the source tree: the shipped inputs
+// (sets, demonstrations, tool schemas, harness) are found in the source tree, the outputs land
+// under the working directory.
+TEST(cli, the_main_command_works_from_an_empty_directory_elsewhere) {
+  const auto dir = std::filesystem::temp_directory_path() / ("cuda-agent-cwd-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto r = cli({"--set", "harness.timed_runs=3", "--set", "harness.warmup_runs=1", "rollout", "--policy",
+                      "demo", "--episodes", "1", "--device", "cpu", "--tasks", "smoke_01_relu"},
+                     std::chrono::minutes{8}, dir);
+  EXPECT_TRUE(r.ok()) << r.describe() << "\n" << r.err;
+  EXPECT_NE(r.out.find("agent_done"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "runs")) << "outputs belong under the working directory";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(cli, rollout_without_a_set_takes_the_devices_own) {

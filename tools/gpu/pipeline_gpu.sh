@@ -43,7 +43,7 @@ export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD
 step() { local t0=$SECONDS; "$@"; local rc=$?; echo "step '$*' rc=$rc in $((SECONDS - t0)) s" | tee -a "$out/steps.txt" >&2; }
 wants() { [ "$stage" = "$1" ] || { [ "$stage" = all ] && [ "$1" != corpus ]; }; }
 
-# The digest of the GPU-relevant sources, taken before anything runs (DESIGN.md; the same command
+# The digest of the GPU-relevant sources, taken before anything runs (docs/ARCHITECTURE.md, "On the GPU host"; the same command
 # checks docs/gpu-smoke.json against a tree).
 digest=$(find skills kernels actors -type f ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 smoke_started=$SECONDS
