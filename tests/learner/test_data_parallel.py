@@ -97,8 +97,13 @@ def test_two_ranks_train_as_one_rank_does(recorded, scratch, two_ranks):
     w1, w2 = weights(one), weights(two_ranks)
     start = load_file(str(recorded[0] / "model.safetensors"))
     for name, t in w1.items():
-        moved = (t - start[name]).abs().max().item()
-        assert (w2[name] - t).abs().max().item() <= max(1e-3 * moved, 1e-5), name
+        # Compared as norms: the ranks' gradient sum adds in another order, and AdamW divides
+        # each element's update by its own gradient scale, so an element whose gradient is near
+        # zero can move by a visible fraction of the step on a difference in the last bit
+        # (seen: 1.2e-5 on one element of a tensor that moved 6.8e-3). Gradients not averaged,
+        # or a rank's batch lost, move the whole tensor differently.
+        moved = (t - start[name]).norm().item()
+        assert (w2[name] - t).norm().item() <= 1e-3 * moved + 1e-6, name
 
 
 def test_two_rank_runs_are_deterministic(recorded, scratch, two_ranks):
