@@ -20,21 +20,12 @@
 #include "actors/harness/harness_process.hpp"
 #include "actors/process/subprocess.hpp"
 #include "messages/reward.hpp"
+#include "tests/harness/built_candidate.hpp"
 
 namespace cuda_agent::harness {
 namespace {
 
 namespace fs = std::filesystem;
-
-const fs::path kHere = fs::path{CUDA_AGENT_SOURCE_DIR} / "tests" / "harness";
-
-// Assembles tests/harness/candidates/NAME into a solution directory and builds it with the
-// tests' build script (objects cached by content, shared with the pytest suite).
-struct built_candidate {
-  fs::path solution;
-  fs::path task;
-  fs::path module;
-};
 
 // Processes whose working directory is `dir` (candidate children run in their solution dir).
 int processes_in(const fs::path& dir) {
@@ -49,55 +40,13 @@ int processes_in(const fs::path& dir) {
   return count;
 }
 
-// One root per test process, removed at its exit: CTest runs these tests in parallel, and one
-// process replacing a solution directory under another's running candidate fails that candidate.
-const fs::path& solutions_root() {
-  static const struct owned_dir {
-    fs::path path = fs::temp_directory_path() /
-                    ("cuda-agent-harness-process-test-" + std::to_string(::getpid()));
-    ~owned_dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } root;
-  return root.path;
-}
-
-built_candidate build(const std::string& name) {
-  const fs::path& root = solutions_root();
-  const fs::path src = kHere / "candidates" / name;
-  std::ifstream meta_file{src / "candidate.json"};
-  const auto meta = nlohmann::json::parse(meta_file);
-  built_candidate c;
-  c.solution = root / name;
-  fs::remove_all(c.solution);
-  fs::create_directories(c.solution / "kernels");
-  c.task = c.solution / "model.py";
-  fs::copy_file(kHere / "tasks" / (meta["task"].get<std::string>() + ".py"), c.task);
-  fs::copy_file(src / "model_new.py", c.solution / "model_new.py");
-  for (const auto& k : meta["kernels"])
-    fs::copy_file(kHere / "kernels" / k.get<std::string>(), c.solution / "kernels" / k.get<std::string>());
-  subprocess_options options;
-  options.timeout = std::chrono::minutes{10};
-  const auto result = run_subprocess({CUDA_AGENT_PYTHON, (kHere / "build_candidate.py").string(),
-                                      c.solution.string(), "/tmp/cuda-agent-harness-test-cache"},
-                                     options);
-  EXPECT_TRUE(result.ok()) << result.describe() << "\n" << result.err;
-  std::string out = result.out;
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  c.module = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
-  return c;
-}
-
+// The shared test settings (built_candidate.hpp) with short timing runs.
 harness_settings test_settings() {
-  harness_settings s;
-  s.python = CUDA_AGENT_PYTHON;
-  s.skills_dir = fs::path{CUDA_AGENT_SOURCE_DIR} / "skills";
+  harness_settings s = candidate_harness_settings();
   s.warmup_runs = 1;
   s.timed_runs = 3;
   s.cpu_threads = 1;
   s.candidate_timeout = std::chrono::seconds{60};
-  s.baseline_cache_dir = fs::temp_directory_path() / "cuda-agent-harness-process-test" / "baselines";
   return s;
 }
 
