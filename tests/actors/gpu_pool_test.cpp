@@ -44,13 +44,8 @@ struct gpu_pool_fixture : ::testing::Test {
   }
 
   static verify_job verify_of(const built_candidate& c, std::string id) {
-    verify_job job;
-    job.job_id = std::move(id);
+    auto job = harness::verify_job_for(c, std::move(id));
     job.episode_id = "ep";
-    job.task_path = c.task.string();
-    job.solution_dir = c.solution.string();
-    job.module_path = c.module.string();
-    job.device = "cpu";
     return job;
   }
 

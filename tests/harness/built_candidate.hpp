@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,17 @@ inline built_candidate build(const std::string& name) {
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   c.module = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
   return c;
+}
+
+// A verify job on the CPU for the built candidate.
+inline verify_job verify_job_for(const built_candidate& c, std::string job_id) {
+  verify_job job;
+  job.job_id = std::move(job_id);
+  job.task_path = c.task.string();
+  job.solution_dir = c.solution.string();
+  job.module_path = c.module.string();
+  job.device = "cpu";
+  return job;
 }
 
 // The harness as the tests run it: the build's Python, the source tree's skills, a baseline cache

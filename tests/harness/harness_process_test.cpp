@@ -50,15 +50,7 @@ harness_settings test_settings() {
   return s;
 }
 
-verify_job verify_of(const built_candidate& c) {
-  verify_job job;
-  job.job_id = "v";
-  job.task_path = c.task.string();
-  job.solution_dir = c.solution.string();
-  job.module_path = c.module.string();
-  job.device = "cpu";
-  return job;
-}
+verify_job verify_of(const built_candidate& c) { return verify_job_for(c, "v"); }
 
 TEST(HarnessProcess, VerifiesHonestAndNamesACheat) {
   harness_process worker{test_settings(), "cpu"};
