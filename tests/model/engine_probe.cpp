@@ -2,7 +2,8 @@
 //
 //   engine_probe script.json > out.json
 //
-// The script: {"model": DIR, "dtype": "float32", "options": {"max_batch", "cache_budget_bytes"},
+// The script: {"model": DIR, "dtype": "float32", "device": "cpu" (or "cuda:0"),
+// "options": {"max_batch", "cache_budget_bytes"},
 // "ops": [...]}, each op one of
 //   {"op": "submit", "name", "sequence_id", "prompt": [ids], "sampling": {...}}
 //   {"op": "submit_parallel", "requests": [submit ops]}  each from a thread of its own, at once
@@ -76,8 +77,8 @@ int main(int argc, char** argv) {
   std::ifstream in{argv[1]};
   json script = json::parse(in);
   const auto dtype = dtype_from(script.value("dtype", std::string{"float32"}));
-  auto transformer = model::transformer::load(script.at("model").get<std::string>(),
-                                              torch::kCPU, dtype);
+  const torch::Device device{script.value("device", std::string{"cpu"})};
+  auto transformer = model::transformer::load(script.at("model").get<std::string>(), device, dtype);
   auto engine = std::make_unique<model::generation_engine>(
       transformer, options_from(script.value("options", json::object())));
 
@@ -131,8 +132,7 @@ int main(int argc, char** argv) {
       } else if (kind == "release") {
         engine->release(op.at("sequence_id").get<std::string>());
       } else if (kind == "update_weights") {
-        auto source = model::transformer::load(op.at("model").get<std::string>(), torch::kCPU,
-                                               dtype);
+        auto source = model::transformer::load(op.at("model").get<std::string>(), device, dtype);
         engine->update_weights(source->named_parameters(), op.at("version").get<int64_t>());
       } else if (kind == "new_engine") {
         engine.reset();

@@ -1,6 +1,7 @@
 // Drives the transformer for test_transformer.py, which compares what it prints with transformers.
 //
-//   transformer_probe logits DIR INPUT.json [DTYPE]   {"input_ids": [[..]], "attention_mask": [[..]]}
+//   transformer_probe logits DIR INPUT.json [DTYPE [DEVICE]]
+//                                                     {"input_ids": [[..]], "attention_mask": [[..]]}
 //   transformer_probe greedy DIR INPUT.json N         {"prompts": [[..], ..]}: all prompts in one
 //                                                     batch, N greedy tokens each through step()
 //   transformer_probe mixed DIR INPUT.json            {"a_prefix", "a_next", "b"}: A decodes while
@@ -84,10 +85,12 @@ int run(int argc, char** argv) {
   json out;
   if (command == "logits" && argc >= 4) {
     auto dtype = argc >= 5 ? parse_dtype(argv[4]) : torch::kFloat32;
-    auto m = model::transformer::load(dir, torch::kCPU, dtype);
+    const torch::Device device{argc >= 6 ? argv[5] : "cpu"};
+    auto m = model::transformer::load(dir, device, dtype);
     json input = read_json(argv[3]);
-    torch::Tensor ids = int_matrix(input["input_ids"]);
-    torch::Tensor mask = input.contains("attention_mask") ? int_matrix(input["attention_mask"]) : torch::Tensor();
+    torch::Tensor ids = int_matrix(input["input_ids"]).to(device);
+    torch::Tensor mask =
+        input.contains("attention_mask") ? int_matrix(input["attention_mask"]).to(device) : torch::Tensor();
     torch::NoGradGuard no_grad;
     out["logits"] = to_json(m->forward(ids, mask));
   } else if (command == "greedy" && argc >= 5) {

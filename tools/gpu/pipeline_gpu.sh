@@ -27,6 +27,11 @@
 #                  beside the same kernel as a workdir, its build against its own load_inline
 #                  (`bench build --kernelbench-file`), and `eval --kernelbench-dir` of it; builds
 #                  first where build-gpu/ is missing.
+#   STAGE=generate the policy model on cuda in bf16: tests/model/test_gpu_parity.py (logits and 256
+#                  greedy tokens of a 0.5B-shaped Qwen2 against transformers; $OUT_DIR/parity.json),
+#                  `bench generate` of that shape at its default grid (GEN_BATCHES, GEN_CONTEXTS) and
+#                  of Qwen2.5-7B's shape at batch 1 (GEN7B_CONTEXTS; GEN7B=0 skips it), each as JSON;
+#                  PARITY=0, GEN05B=0 and GEN7B=0 skip a part; builds first where build-gpu/ is missing.
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -57,7 +62,7 @@ if wants build; then
   OUT_DIR="$out" BUILD_DIR=build-gpu step timeout "${BUILD_S:-420}" bash tools/gpu/build_and_test.sh \
     -R "${CTEST_REGEX:-BuildTest.Cuda|BuildTest.BindingFile|device_query}"
 fi
-if { [ "$stage" = learn ] || [ "$stage" = kernelbench ]; } && [ ! -x build-gpu/tools/cuda-agent ]; then
+if { [ "$stage" = learn ] || [ "$stage" = kernelbench ] || [ "$stage" = generate ]; } && [ ! -x build-gpu/tools/cuda-agent ]; then
   OUT_DIR="$out" BUILD_DIR=build-gpu BENCH_BUILD=0 step timeout "${BUILD_S:-300}" bash tools/gpu/build_and_test.sh \
     -R 'device_query'
 fi
@@ -143,6 +148,21 @@ if [ "$stage" = kernelbench ]; then
     --kernelbench-dir tests/corpus/kernelbench_candidates --out "$out/kb_eval" > "$out/kb_eval.txt" 2> "$out/kb_eval.log"
   cp "$out/kb_eval/summary.json" "$out/kb_eval_summary.json" 2>/dev/null
   rm -rf "$kb_set" "$out/kb_eval"
+fi
+if [ "$stage" = generate ] && [ "${PARITY:-1}" = 1 ]; then
+  CUDA_AGENT_BUILD_DIR=$PWD/build-gpu/tests/model CUDA_AGENT_PARITY_OUT="$out/parity.json" \
+    step timeout "${PARITY_S:-240}" "$PYTHON" -m pytest -q -s -p no:cacheprovider tests/model/test_gpu_parity.py \
+    > "$out/parity.log" 2>&1
+fi
+if [ "$stage" = generate ] && [ "${GEN05B:-1}" = 1 ]; then
+  step timeout "${GEN_S:-420}" "$bin" "${set_args[@]}" bench generate --device cuda --repeats "${GEN_REPEATS:-2}" \
+    ${GEN_BATCHES:+--batches "$GEN_BATCHES"} ${GEN_CONTEXTS:+--contexts "$GEN_CONTEXTS"} --json \
+    > "$out/bench_generate_0.5b.json" 2> "$out/bench_generate_0.5b.err"
+fi
+if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
+  step timeout "${GEN7B_S:-300}" "$bin" "${set_args[@]}" bench generate --device cuda --shape qwen2.5-7b --batches 1 \
+    --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" --json \
+    > "$out/bench_generate_7b.json" 2> "$out/bench_generate_7b.err"
 fi
 if [ "$stage" = smoke ]; then
   step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
