@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/harness/judging.hpp"
 #include "actors/recorder.hpp"
 #include "actors/tools/tools.hpp"
 
@@ -127,7 +126,7 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
   if (command == "verify") {
     build_then(self, call, [=](const compile_result& built) {
       verify_job job{next_job_id(self), c.episode_id, c.task_path.string(), c.workdir.string(),
-                     built.module_path, c.device, 0, c.judging};
+                     built.module_path, c.device};
       record(self, "episode", "gpu", job);
       self->request(self->state.peers.gpu, c.job_timeout, job)
           .then(
@@ -156,7 +155,7 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
   // profile
   build_then(self, call, [=](const compile_result& built) {
     profile_job job{next_job_id(self), c.episode_id, c.task_path.string(), c.workdir.string(),
-                    built.module_path, c.device, c.judging};
+                    built.module_path, c.device, 0, 0};
     record(self, "episode", "gpu", job);
     self->request(self->state.peers.gpu, c.job_timeout, job)
         .then(
@@ -324,7 +323,7 @@ void evaluate_final_candidate(episode_actor* self) {
               return;
             }
             evaluate_job final_job{next_job_id(self), c.episode_id, c.task_path.string(),
-                                   c.workdir.string(), built.module_path, c.device, c.judging};
+                                   c.workdir.string(), built.module_path, c.device};
             record(self, "episode", "gpu", final_job);
             self->request(self->state.peers.gpu, c.job_timeout, final_job)
                 .then([=](reward_record& verdict) {
@@ -382,7 +381,7 @@ caf::behavior episode(episode_actor* self, episode_config config, episode_peers 
                episode_started{c.episode_id, c.task.id, c.policy_name, c.device, c.attempt,
                                c.weight_version, now_ns(), c.max_turns, c.context_tokens,
                                c.wall_clock.count(), c.workdir.string(), c.task_path.string(),
-                               c.arch, c.judging});
+                               c.arch});
         st.request.episode_id = c.episode_id;
         st.request.task_id = c.task.id;
         st.request.tools = agent_tool_names();
@@ -412,7 +411,6 @@ void apply_episode_settings(const settings& config, episode_config& episode) {
   episode.wall_clock = std::chrono::seconds{config.get_int("episode.wall_clock_s")};
   episode.policy_timeout = std::chrono::seconds{config.get_int("episode.policy_timeout_s")};
   episode.job_timeout = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
-  episode.judging = harness::judging_from(config);
 }
 
 const std::vector<std::string>& agent_tool_names() {
