@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/harness/judging.hpp"
 #include "actors/recorder.hpp"
 #include "actors/tools/tools.hpp"
 
@@ -126,7 +127,7 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
   if (command == "verify") {
     build_then(self, call, [=](const compile_result& built) {
       verify_job job{next_job_id(self), c.episode_id, c.task_path.string(), c.workdir.string(),
-                     built.module_path, c.device};
+                     built.module_path, c.device, 0, c.judging};
       record(self, "episode", "gpu", job);
       self->request(self->state.peers.gpu, c.job_timeout, job)
           .then(
@@ -155,7 +156,7 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
   // profile
   build_then(self, call, [=](const compile_result& built) {
     profile_job job{next_job_id(self), c.episode_id, c.task_path.string(), c.workdir.string(),
-                    built.module_path, c.device, 0, 0};
+                    built.module_path, c.device, c.judging};
     record(self, "episode", "gpu", job);
     self->request(self->state.peers.gpu, c.job_timeout, job)
         .then(
@@ -323,7 +324,7 @@ void evaluate_final_candidate(episode_actor* self) {
               return;
             }
             evaluate_job final_job{next_job_id(self), c.episode_id, c.task_path.string(),
-                                   c.workdir.string(), built.module_path, c.device};
+                                   c.workdir.string(), built.module_path, c.device, c.judging};
             record(self, "episode", "gpu", final_job);
             self->request(self->state.peers.gpu, c.job_timeout, final_job)
                 .then([=](reward_record& verdict) {
@@ -381,7 +382,7 @@ caf::behavior episode(episode_actor* self, episode_config config, episode_peers 
                episode_started{c.episode_id, c.task.id, c.policy_name, c.device, c.attempt,
                                c.weight_version, now_ns(), c.max_turns, c.context_tokens,
                                c.wall_clock.count(), c.workdir.string(), c.task_path.string(),
-                               c.arch});
+                               c.arch, c.judging});
         st.request.episode_id = c.episode_id;
         st.request.task_id = c.task.id;
         st.request.tools = agent_tool_names();
@@ -411,6 +412,7 @@ void apply_episode_settings(const settings& config, episode_config& episode) {
   episode.wall_clock = std::chrono::seconds{config.get_int("episode.wall_clock_s")};
   episode.policy_timeout = std::chrono::seconds{config.get_int("episode.policy_timeout_s")};
   episode.job_timeout = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
+  episode.judging = harness::judging_from(config);
 }
 
 const std::vector<std::string>& agent_tool_names() {

@@ -50,9 +50,11 @@ struct episode_config {
   double top_p = not_measured;
   std::chrono::milliseconds policy_timeout{std::chrono::minutes{10}};
   std::chrono::milliseconds job_timeout{std::chrono::minutes{30}};
+  judging_parameters judging;  // carried by every verify, profile and evaluate job it sends
 };
 
-// Fills the budget and sampling fields from the episode.* settings.
+// Fills the budget and sampling fields from the episode.* settings and `judging` from the
+// harness.* settings.
 void apply_episode_settings(const settings& config, episode_config& episode);
 
 struct episode_peers {

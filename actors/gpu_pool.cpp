@@ -10,14 +10,17 @@ namespace {
 
 // A profiler slot. The harness process is created with the actor, so a restarted slot starts
 // with a fresh worker; the worker itself is replaced by harness_process whenever it dies.
-// A broken task is answered with an error, not a result: the episode then ends as an
-// infrastructure failure and is not scored, rather than charging the candidate r = -1.
+// A broken task, or a job the worker refused as not fitting the wire, is answered with an error,
+// not a result: the episode then ends as an infrastructure failure and is not scored, rather
+// than charging the candidate r = -1.
 template <class Run>
 auto unless_task_broken(Run run) -> caf::result<decltype(run())> {
   try {
     return run();
   } catch (const harness::task_error& e) {
     return caf::make_error(caf::sec::runtime_error, std::string{"the task is broken, not the candidate: "} + e.what());
+  } catch (const harness::wire_error& e) {
+    return caf::make_error(caf::sec::runtime_error, e.what());
   }
 }
 

@@ -223,6 +223,7 @@ episode_config recorded_config(const std::vector<message_log::record>& records) 
   c.max_turns = started.max_turns;
   c.context_tokens = started.context_tokens;
   c.wall_clock = std::chrono::milliseconds{started.wall_clock_ms};
+  c.judging = started.judging;
   for (const auto& r : records) {
     if (r.type != "policy_request") continue;
     const auto first = decode<policy_request>(r.payload);

@@ -11,6 +11,7 @@
 
 #include "actors/recorder.hpp"
 #include "actors/supervisor.hpp"
+#include "messages/episode_id.hpp"
 
 namespace cuda_agent {
 namespace {
@@ -42,10 +43,7 @@ void admit(rollout_actor* self);
 void finish(rollout_actor* self);
 
 std::string episode_id_of(const rollout_plan& plan, const pending_episode& p) {
-  auto id = fmt::format("{}-{:04d}", plan.run_id, p.index);
-  if (plan.resume > 0) id += fmt::format("-resume{}", plan.resume);
-  if (p.attempt > 0) id += fmt::format("-retry{}", p.attempt);
-  return id;
+  return format_episode_id({plan.run_id, p.index, plan.resume, p.attempt});
 }
 
 void count(rollout_state& st, const episode_summary& summary) {

@@ -129,6 +129,9 @@ const std::vector<setting_spec>& settings::schema() {
        "Untimed calls of eager, compiled and candidate before the timed runs."},
       {"harness.timed_runs", T::integer, "50", {}, 1, 100000,
        "Timed runs of each of eager, compiled and candidate, interleaved, on fresh input clones."},
+      {"harness.max_cv", T::real, "0.25", {}, 0, 0,
+       "Largest coefficient of variation of a timing (eager, compiled or candidate) that earns a speed "
+       "milestone; a wider one is measured again, three times at most."},
       {"harness.candidate_timeout_s", T::integer, "120", {}, 1, 86400,
        "Longest a candidate's child may take for one step (load, verify, a timing batch)."},
       {"harness.job_timeout_s", T::integer, "900", {}, 1, 86400,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "messages/messages.hpp"
+
 namespace cuda_agent {
 namespace detail {
 
@@ -174,6 +176,49 @@ void throw_unknown_enum_name(const char* enum_type, const msgpack::object& value
 }
 
 }  // namespace detail
+
+namespace {
+
+// Reads each retired field of `map` that is present into its successor; returns how many it read.
+template <class Message, class... Fields>
+uint32_t read_retired(const msgpack::object& map, Message& message,
+                      std::pair<const char*, Fields*>... retired) {
+  const char* type = type_name_of<Message>();
+  uint32_t read = 0;
+  auto one = [&](const char* name, auto* successor) {
+    const msgpack::object* value = detail::find_field(map, name);
+    if (value == nullptr) return;
+    if (detail::find_field(map, "judging") != nullptr)
+      throw decode_error{std::string{type} + ": field '" + name + "' is retired (now in 'judging'), but both are given"};
+    try {
+      value->convert(*successor);
+    } catch (const std::exception& e) {
+      detail::throw_field_error(type, name, *value, e);
+    }
+    ++read;
+  };
+  (one(retired.first, retired.second), ...);
+  return read;
+}
+
+}  // namespace
+
+uint32_t read_retired_fields(const msgpack::object& map, verify_job& job) {
+  auto& j = job.judging;
+  return read_retired(map, job, std::pair{"atol", &j.atol}, std::pair{"rtol", &j.rtol},
+                      std::pair{"input_sets", &j.input_sets});
+}
+
+uint32_t read_retired_fields(const msgpack::object& map, profile_job& job) {
+  auto& j = job.judging;
+  const uint32_t read =
+      read_retired(map, job, std::pair{"warmup_runs", &j.warmup_runs}, std::pair{"timed_runs", &j.timed_runs});
+  // There 0 meant "the profiler slot's setting", which those logs did not record.
+  const judging_parameters defaults;
+  if (j.warmup_runs <= 0) j.warmup_runs = defaults.warmup_runs;
+  if (j.timed_runs <= 0) j.timed_runs = defaults.timed_runs;
+  return read;
+}
 
 nlohmann::json msgpack_to_json(std::string_view bytes) {
   return detail::to_json(detail::unpack_exactly_one(bytes, "msgpack payload").get());

@@ -98,7 +98,26 @@ void convert_field(const msgpack::object& map, const char* type, const std::stri
   }
 }
 
+// A type whose older payloads hold fields it no longer has declares
+//   uint32_t read_retired_fields(const msgpack::object& map, T& message);
+// beside it: called when a payload holds entries besides the type's fields, it reads the retired
+// ones it finds into their successors and returns how many it read (the rest are still an error).
+template <class T, class = void>
+struct has_retired_fields : std::false_type {};
+template <class T>
+struct has_retired_fields<T, std::void_t<decltype(read_retired_fields(std::declval<const msgpack::object&>(),
+                                                                      std::declval<T&>()))>>
+    : std::true_type {};
+
 }  // namespace detail
+
+struct verify_job;
+struct profile_job;
+// Older logs' verify_job.{atol, rtol, input_sets} and profile_job.{warmup_runs, timed_runs}, read
+// into `judging`; a payload with both a retired field and `judging` is an error (codec.cpp).
+uint32_t read_retired_fields(const msgpack::object& map, verify_job& job);
+uint32_t read_retired_fields(const msgpack::object& map, profile_job& job);
+
 }  // namespace cuda_agent
 
 // msgpack-c adaptors for every type declared with CUDA_AGENT_FIELDS or CUDA_AGENT_ENUM.
@@ -134,7 +153,11 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
         (cuda_agent::detail::convert_field(in, type, names[i++], fields, first_missing, found),
          ...);
       });
-      if (in.via.map.size != found) cuda_agent::detail::throw_extra_fields(type, in, names);
+      if (in.via.map.size != found) {
+        if constexpr (cuda_agent::detail::has_retired_fields<T>::value)
+          found += read_retired_fields(in, message);
+        if (in.via.map.size != found) cuda_agent::detail::throw_extra_fields(type, in, names);
+      }
       return in;
     }
   };

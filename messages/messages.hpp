@@ -43,6 +43,28 @@ struct task_spec {
 };
 CUDA_AGENT_FIELDS(task_spec, id, level, name, source, operators, model_py, metadata);
 
+// --- Judging ---------------------------------------------------------------------------------------
+
+// Everything besides the task and the candidate that decides a verdict or a timing. Every job
+// carries it and the harness judges by it alone, never by settings captured elsewhere, so the
+// log says how each reward was decided and replay re-judges the same way. The defaults are the
+// harness.* settings' (config/settings.cpp; a test keeps them equal), and the harness wire's
+// (messages/harness_wire.hpp, skills/harness/wire.py).
+struct judging_parameters {
+  double atol = 1e-2;
+  double rtol = 1e-2;
+  int32_t input_sets = 5;         // fresh input sets the candidate is verified on
+  int32_t warmup_runs = 10;       // untimed calls of eager, compiled and candidate
+  int32_t timed_runs = 50;        // interleaved timed runs of each
+  double max_cv = 0.25;           // a wider spread is measured again; still wider, no speed milestone
+  double candidate_timeout_s = 120;  // one step of the candidate's child
+  int64_t memory_limit_mb = 16384;   // the child's address space on CPU; 0: none
+  int32_t cpu_threads = 0;           // torch threads on CPU; 0: torch's default
+  std::string compile_mode = "default";  // torch.compile mode of the compiled baseline
+};
+CUDA_AGENT_FIELDS(judging_parameters, atol, rtol, input_sets, warmup_runs, timed_runs, max_cv,
+                  candidate_timeout_s, memory_limit_mb, cpu_threads, compile_mode);
+
 // --- Episode lifecycle -----------------------------------------------------------------------
 
 // Why an episode ended. infrastructure_failure is ours, not the agent's (a lost node, a dead
@@ -65,10 +87,11 @@ struct episode_started {
   std::string workdir;    // the agent's directory
   std::string task_path;  // the locked copy of the reference program the harness reads
   std::string arch;       // build target on cuda ("sm_90"); empty: detected
+  judging_parameters judging;  // what every job of the episode is judged by
 };
 CUDA_AGENT_FIELDS(episode_started, episode_id, task_id, policy, device, attempt, weight_version,
                   started_at_ns, max_turns, context_tokens, wall_clock_ms, workdir, task_path,
-                  arch);
+                  arch, judging);
 
 struct episode_ended {
   std::string episode_id;
@@ -184,6 +207,8 @@ struct compile_result {
 CUDA_AGENT_FIELDS(compile_result, job_id, ok, module_path, diagnostics, cache_hit, duration_ms,
                   error);
 
+// verify_job's atol, rtol and input_sets and profile_job's warmup_runs and timed_runs, written
+// by older logs, are read into `judging` (messages/codec.cpp, read_retired_fields).
 struct verify_job {
   std::string job_id;
   std::string episode_id;
@@ -191,13 +216,11 @@ struct verify_job {
   std::string solution_dir;
   std::string module_path;
   std::string device;
-  double atol = 1e-2;
-  double rtol = 1e-2;
-  int32_t input_sets = 5;
-  uint64_t seed = 0;
+  uint64_t seed = 0;  // of the input sets; 0: a random one
+  judging_parameters judging;
 };
-CUDA_AGENT_FIELDS(verify_job, job_id, episode_id, task_path, solution_dir, module_path, device, atol,
-                  rtol, input_sets, seed);
+CUDA_AGENT_FIELDS(verify_job, job_id, episode_id, task_path, solution_dir, module_path, device,
+                  seed, judging);
 
 struct verify_result {
   std::string job_id;
@@ -227,11 +250,10 @@ struct profile_job {
   std::string solution_dir;
   std::string module_path;
   std::string device;
-  int32_t warmup_runs = 0;
-  int32_t timed_runs = 0;
+  judging_parameters judging;
 };
 CUDA_AGENT_FIELDS(profile_job, job_id, episode_id, task_path, solution_dir, module_path, device,
-                  warmup_runs, timed_runs);
+                  judging);
 
 struct profile_result {
   std::string job_id;
@@ -251,8 +273,10 @@ struct evaluate_job {
   std::string solution_dir;
   std::string module_path;
   std::string device;
+  judging_parameters judging;
 };
-CUDA_AGENT_FIELDS(evaluate_job, job_id, episode_id, task_path, solution_dir, module_path, device);
+CUDA_AGENT_FIELDS(evaluate_job, job_id, episode_id, task_path, solution_dir, module_path, device,
+                  judging);
 
 // --- Rewards -------------------------------------------------------------------------------------
 
@@ -375,7 +399,7 @@ CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_comp
 // Every type above, once. The CAF registration (needed on every node for the wire) and the tests
 // both walk this list, so a new type cannot be forgotten in either.
 using all_message_types = caf::detail::type_list<
-    task_spec, episode_started, episode_ended, tool_call, chat_message, policy_request,
+    task_spec, judging_parameters, episode_started, episode_ended, tool_call, chat_message, policy_request,
     policy_response, tool_request, tool_result, compile_job, compile_result, verify_job,
     verify_result, timing_stats, profile_job, profile_result, evaluate_job, timing_quality,
     reward_record,

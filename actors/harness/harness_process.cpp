@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/harness/cpu_reservation.hpp"
+#include "actors/harness/judging.hpp"
 #include "messages/codec.hpp"
 #include "messages/reward.hpp"
 
@@ -86,18 +87,10 @@ harness_settings harness_settings::from(const settings& config) {
   s.python = config.get_string("harness.python");
   const std::string& skills = config.get_string("harness.skills_dir");
   s.skills_dir = skills.empty() ? std::filesystem::path{CUDA_AGENT_SKILLS_DIR} : std::filesystem::path{skills};
-  s.atol = config.get_real("harness.atol");
-  s.rtol = config.get_real("harness.rtol");
-  s.input_sets = static_cast<int32_t>(config.get_int("harness.input_sets"));
-  s.warmup_runs = static_cast<int32_t>(config.get_int("harness.warmup_runs"));
-  s.timed_runs = static_cast<int32_t>(config.get_int("harness.timed_runs"));
-  s.candidate_timeout = seconds_setting(config, "harness.candidate_timeout_s");
+  s.judging = judging_from(config);
   s.job_timeout = seconds_setting(config, "harness.job_timeout_s");
-  s.memory_limit_mb = config.get_int("harness.memory_limit_mb");
   s.baseline_cache_dir = config.get_string("harness.baseline_cache_dir");
   s.baseline_max_age_s = config.get_int("harness.baseline_max_age_s");
-  s.cpu_threads = static_cast<int32_t>(config.get_int("harness.cpu_threads"));
-  s.compile_mode = config.get_string("harness.compile_mode");
   try {
     // Resolved now, before this process holds the cores off itself (which would leave "auto" one).
     s.timing_cpus = harness::timing_cpus(config.get_string("harness.timing_cpus"), "cpu");
@@ -256,25 +249,18 @@ void harness_process::check_task(const std::string& task_path, const std::string
   }
 }
 
-evaluation harness_process::run_job(const std::string& op, nlohmann::json request,
-                                    const std::string& job_id, const std::string& episode_id) {
-  request["op"] = op;
-  request["job_id"] = job_id;
-  request["episode_id"] = episode_id;
-  request["atol"] = settings_.atol;
-  request["rtol"] = settings_.rtol;
-  request["input_sets"] = settings_.input_sets;
-  request["timeout_s"] = static_cast<double>(settings_.candidate_timeout.count()) / 1000.0;
-  request["memory_limit_mb"] = settings_.memory_limit_mb;
-  request["baseline_cache_dir"] = settings_.baseline_cache_dir.empty()
-                                      ? std::string{}
-                                      : std::filesystem::absolute(settings_.baseline_cache_dir).string();
-  request["baseline_max_age_s"] = static_cast<double>(settings_.baseline_max_age_s);
-  request["cpu_threads"] = settings_.cpu_threads;
-  request["compile_mode"] = settings_.compile_mode;
-  request["timing_cpus"] = request.value("device", device_) == "cpu" ? settings_.timing_cpus : std::vector<int>{};
-  if (!request.contains("warmup_runs")) request["warmup_runs"] = settings_.warmup_runs;
-  if (!request.contains("timed_runs")) request["timed_runs"] = settings_.timed_runs;
+evaluation harness_process::run_job(harness_job job, const judging_parameters& judging) {
+  if (job.device.empty()) job.device = device_;
+  job.baseline_cache_dir = settings_.baseline_cache_dir.empty()
+                               ? std::string{}
+                               : std::filesystem::absolute(settings_.baseline_cache_dir).string();
+  job.baseline_max_age_s = static_cast<double>(settings_.baseline_max_age_s);
+  if (job.device == "cpu") job.timing_cpus.assign(settings_.timing_cpus.begin(), settings_.timing_cpus.end());
+  // One flat map of the job's and its judging's fields, named by their one declaration each.
+  nlohmann::json request = msgpack_to_json(encode(job));
+  request.update(msgpack_to_json(encode(judging)));
+  const std::string& job_id = job.job_id;
+  const std::string& episode_id = job.episode_id;
 
   evaluation result;
   result.record.job_id = result.verify.job_id = result.profile.job_id = job_id;
@@ -289,6 +275,9 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
     if (const msgpack::object* broken = detail::find_field(map, "task_error");
         broken != nullptr && broken->type == msgpack::type::STR)
       throw task_error{broken->as<std::string>()};
+    if (const msgpack::object* refused = detail::find_field(map, "wire_error");
+        refused != nullptr && refused->type == msgpack::type::STR)
+      throw wire_error{"the harness worker refused job " + job_id + ": " + refused->as<std::string>()};
     const msgpack::object* ok = detail::find_field(map, "ok");
     if (!ok || !ok->as<bool>()) {
       const msgpack::object* error = detail::find_field(map, "error");
@@ -322,32 +311,26 @@ evaluation harness_process::run_job(const std::string& op, nlohmann::json reques
   return result;
 }
 
-evaluation harness_process::evaluate(const std::string& job_id, const std::string& episode_id,
-                                     const std::string& task_path, const std::string& solution_dir,
-                                     const std::string& module_path, const std::string& device) {
-  nlohmann::json request{{"task_path", task_path},
-                         {"solution_dir", solution_dir},
-                         {"module_path", module_path},
-                         {"device", device.empty() ? device_ : device}};
-  return run_job("evaluate", std::move(request), job_id, episode_id);
+evaluation harness_process::evaluate(const evaluate_job& job) {
+  return run_job({"evaluate", job.job_id, job.episode_id, job.task_path, job.solution_dir, job.module_path,
+                  job.device},
+                 job.judging);
 }
 
 verify_result harness_process::verify(const verify_job& job) {
-  nlohmann::json request{{"task_path", job.task_path},   {"solution_dir", job.solution_dir},
-                         {"module_path", job.module_path}, {"device", job.device.empty() ? device_ : job.device},
-                         {"seed", job.seed}};
-  auto result = run_job("verify", std::move(request), job.job_id, job.episode_id);
+  harness_job request{"verify", job.job_id, job.episode_id, job.task_path, job.solution_dir, job.module_path,
+                      job.device};
+  request.seed = job.seed;
+  auto result = run_job(std::move(request), job.judging);
   result.verify.correct = result.record.correct;
   if (result.verify.error.empty()) result.verify.error = result.record.error;
   return result.verify;
 }
 
 profile_result harness_process::profile(const profile_job& job) {
-  nlohmann::json request{{"task_path", job.task_path},   {"solution_dir", job.solution_dir},
-                         {"module_path", job.module_path}, {"device", job.device.empty() ? device_ : job.device}};
-  if (job.warmup_runs > 0) request["warmup_runs"] = job.warmup_runs;
-  if (job.timed_runs > 0) request["timed_runs"] = job.timed_runs;
-  auto result = run_job("profile", std::move(request), job.job_id, job.episode_id);
+  auto result = run_job({"profile", job.job_id, job.episode_id, job.task_path, job.solution_dir, job.module_path,
+                         job.device},
+                        job.judging);
   if (result.profile.error.empty()) result.profile.error = result.record.error;
   return result.profile;
 }

@@ -18,27 +18,22 @@
 #include <nlohmann/json.hpp>
 
 #include "config/settings.hpp"
+#include "messages/harness_wire.hpp"
 #include "messages/messages.hpp"
 
 namespace cuda_agent::harness {
 
-// The [harness] section of the settings.
+// The [harness] section of the settings: what a profiler slot needs to run its worker. How a
+// job is judged is not here: every job carries its judging_parameters (messages.hpp), and the
+// slot uses those alone. `judging` is what the settings say, for the code that makes jobs.
 struct harness_settings {
   std::string python = "python3";
   std::filesystem::path skills_dir;  // holds the `harness` package
-  double atol = 1e-2;
-  double rtol = 1e-2;
-  int32_t input_sets = 5;
-  int32_t warmup_runs = 10;
-  int32_t timed_runs = 50;
-  std::chrono::milliseconds candidate_timeout{std::chrono::seconds{120}};  // per child command
+  judging_parameters judging;
   std::chrono::milliseconds job_timeout{std::chrono::seconds{900}};  // a whole job, worker side
   std::chrono::milliseconds startup_timeout{std::chrono::seconds{120}};
-  int64_t memory_limit_mb = 16384;
   std::filesystem::path baseline_cache_dir = "runs/baselines";
   int64_t baseline_max_age_s = 86400;
-  int32_t cpu_threads = 0;
-  std::string compile_mode = "default";
   std::vector<int> timing_cpus;  // harness.timing_cpus for a CPU device, resolved (cpu_reservation.hpp)
 
   static harness_settings from(const settings& config);
@@ -63,6 +58,12 @@ struct task_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The worker refused a request as not fitting the harness wire (messages/harness_wire.hpp,
+// skills/harness/wire.py): the two sides disagree, which no candidate can cause.
+struct wire_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class harness_process {
  public:
   harness_process(harness_settings settings, std::string device);
@@ -70,17 +71,11 @@ class harness_process {
   harness_process(const harness_process&) = delete;
   harness_process& operator=(const harness_process&) = delete;
 
-  // verify + profile + reward of a job with job_id, episode_id, task_path, solution_dir,
-  // module_path and device (messages.hpp evaluate_job). Never throws for anything the candidate
-  // did: a crash, a hang, a dead worker all end as reward -1 with the reason in record.error.
-  // Throws task_error where the task is broken (so do verify and profile).
-  template <class Job>
-  evaluation evaluate(const Job& job) {
-    return evaluate(job.job_id, job.episode_id, job.task_path, job.solution_dir, job.module_path, job.device);
-  }
-  evaluation evaluate(const std::string& job_id, const std::string& episode_id, const std::string& task_path,
-                      const std::string& solution_dir, const std::string& module_path,
-                      const std::string& device);
+  // verify + profile + reward of a job (messages.hpp evaluate_job), judged by job.judging. Never
+  // throws for anything the candidate did: a crash, a hang, a dead worker all end as reward -1
+  // with the reason in record.error. Throws task_error where the task is broken and wire_error
+  // where the worker refused the request (so do verify and profile).
+  evaluation evaluate(const evaluate_job& job);
   verify_result verify(const verify_job& job);
   profile_result profile(const profile_job& job);
 
@@ -96,8 +91,7 @@ class harness_process {
   int restarts() const { return restarts_; }
 
  private:
-  evaluation run_job(const std::string& op, nlohmann::json request, const std::string& job_id,
-                     const std::string& episode_id);
+  evaluation run_job(harness_job request, const judging_parameters& judging);
   std::string call(const nlohmann::json& request, std::chrono::milliseconds timeout);
   void start();
   void stop(bool graceful);

@@ -17,17 +17,11 @@ import time
 
 import torch
 
-from harness import reward, task_inputs, timing
+from harness import reward, task_inputs, timing, wire
 from harness.candidate_process import CandidateFailure, CandidateProcess
 
-DEFAULTS = {
-    "atol": 1e-2, "rtol": 1e-2, "input_sets": 5, "seed": 0, "warmup_runs": 3, "timed_runs": 20,
-    "timeout_s": 120.0, "memory_limit_mb": 16384, "baseline_cache_dir": "", "baseline_max_age_s": 86400.0,
-    "compile_mode": "default", "device": "cpu", "cpu_threads": 0, "max_cv": 0.25, "timing_cpus": [],
-}
-
 # A measurement whose spread (coefficient of variation, eager, compile or candidate) is above
-# max_cv is taken again on new input sets, at most MEASUREMENTS times in all; if it stays above,
+# max_cv (judging_parameters) is taken again on new input sets, at most MEASUREMENTS times in all; if it stays above,
 # the record says timing.reliable = false and the candidate earns no speed milestone (r = 1).
 MEASUREMENTS = 3
 # A cached torch.compile baseline is used only while this job's own eager median lies within
@@ -236,8 +230,7 @@ class Evaluator:
 
     # --- one job -------------------------------------------------------------------------------
     def run(self, req, want_profile=True):
-        o = dict(DEFAULTS)
-        o.update({k: v for k, v in req.items() if v is not None})
+        o = wire.job_options(req)
         started = time.monotonic()
         record = {"episode_id": o.get("episode_id", ""), "job_id": o.get("job_id", ""),
                   "compiled": True, "correct": False, "violations": [], "reward": -1,
@@ -269,7 +262,7 @@ class Evaluator:
         module_dir = module_path if os.path.isdir(module_path) else os.path.dirname(module_path)
         violations = {}
         try:
-            deadline = time.monotonic() + float(o["timeout_s"])
+            deadline = time.monotonic() + float(o["candidate_timeout_s"])
             child.await_ready(deadline)
             phases.mark("start")
             reply = child.request({"op": "load", "device": device, "cpu_threads": int(o["cpu_threads"]), "solution_dir": o["solution_dir"],
@@ -417,7 +410,7 @@ class Evaluator:
     def _profile(self, task, model, warmup_inputs, warmup_seed, child, o, profile, violations, device,
                  phases, path, cached):
         warmup, runs = int(o["warmup_runs"]), max(1, int(o["timed_runs"]))
-        budget = float(o["timeout_s"])
+        budget = float(o["candidate_timeout_s"])
         timer = self.timer(device)
         baseline = "cached" if cached else "fresh"
         reply = child.request({"op": "time", "seed": warmup_seed, "warmup": warmup, "runs": 0},
@@ -470,7 +463,7 @@ class Evaluator:
         """One measurement: per seed, the set drawn outside the timed region, eager timed on it
         (its output is the reference), torch.compile (unless cached) and the candidate's run,
         whose output must match. One set and its outputs are held at a time, whatever the size."""
-        timer, budget = self.timer(device), float(o["timeout_s"])
+        timer, budget = self.timer(device), float(o["candidate_timeout_s"])
         atol, rtol = float(o["atol"]), float(o["rtol"])
         eager, compiled, candidate = [], [], []
         previous = None  # fingerprints of the last run's expected and candidate outputs

@@ -6,7 +6,9 @@ input and output; standard error is its log. Ops: ping, task, verify, profile, e
 Every reply carries `ok` and `error`; a job reply carries `record` (messages.hpp reward_record),
 `verify` (verify_result), `profile` (profile_result) and `phases_ms` (where the job's time went,
 evaluator.PhaseLog). A reply whose job failed because the task is broken (evaluator.TaskError)
-has ok false and `task_error` set: the failure is the task's, not the candidate's.
+has ok false and `task_error` set: the failure is the task's, not the candidate's. A job request
+that does not fit the wire (skills/harness/wire.py: an unknown field, a value of the wrong kind)
+has ok false and `wire_error` set: the caller's fault, never judged.
 """
 import math
 import os
@@ -17,6 +19,7 @@ import torch
 
 from harness import framing
 from harness.evaluator import Evaluator, TaskError
+from harness.wire import WireError
 
 
 def finite_or_nan(x):
@@ -58,6 +61,8 @@ def serve(evaluator, reply_fd):
                 reply.update(ok=False, error=f"unknown op {op!r} (ping, task, evaluate, verify, profile, shutdown)")
         except TaskError as e:
             reply.update(ok=False, error=str(e), task_error=str(e))
+        except WireError as e:
+            reply.update(ok=False, error=str(e), wire_error=str(e))
         except Exception as e:  # a broken task or installation: the job fails, the worker lives
             traceback.print_exc()
             reply.update(ok=False, error=f"{type(e).__name__}: {e}")

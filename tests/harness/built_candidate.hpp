@@ -71,14 +71,31 @@ inline built_candidate build(const std::string& name) {
 }
 
 // A verify job on the CPU for the built candidate.
-inline verify_job verify_job_for(const built_candidate& c, std::string job_id) {
+// Short timing runs on one thread: what the tests judge candidates by.
+inline judging_parameters quick_judging() {
+  judging_parameters j;
+  j.warmup_runs = 1;
+  j.timed_runs = 3;
+  j.cpu_threads = 1;
+  j.candidate_timeout_s = 60;
+  return j;
+}
+
+inline verify_job verify_job_for(const built_candidate& c, std::string job_id,
+                                 judging_parameters judging = quick_judging()) {
   verify_job job;
   job.job_id = std::move(job_id);
   job.task_path = c.task.string();
   job.solution_dir = c.solution.string();
   job.module_path = c.module.string();
   job.device = "cpu";
+  job.judging = std::move(judging);
   return job;
+}
+
+inline evaluate_job evaluate_job_for(const built_candidate& c, std::string job_id,
+                                     judging_parameters judging = quick_judging()) {
+  return {std::move(job_id), "", c.task.string(), c.solution.string(), c.module.string(), "cpu", std::move(judging)};
 }
 
 // The harness as the tests run it: the build's Python, the source tree's skills, a baseline cache

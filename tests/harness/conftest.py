@@ -67,7 +67,7 @@ def solutions(tmp_path_factory):
         module_dir = build_candidate.build(str(dst), CACHE)
         job = {"op": "evaluate", "task_path": str(dst / "model.py"), "solution_dir": str(dst),
                "module_path": module_dir, "device": meta.get("device", "cpu"), "warmup_runs": 1,
-               "timed_runs": 3, "timeout_s": 60, "cpu_threads": 1, "baseline_cache_dir": str(baselines)}
+               "timed_runs": 3, "candidate_timeout_s": 60, "cpu_threads": 1, "baseline_cache_dir": str(baselines)}
         job.update(meta.get("options", {}))
         built[name] = (meta, job)
         return built[name]

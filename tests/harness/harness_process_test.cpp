@@ -40,15 +40,8 @@ int processes_in(const fs::path& dir) {
   return count;
 }
 
-// The shared test settings (built_candidate.hpp) with short timing runs.
-harness_settings test_settings() {
-  harness_settings s = candidate_harness_settings();
-  s.warmup_runs = 1;
-  s.timed_runs = 3;
-  s.cpu_threads = 1;
-  s.candidate_timeout = std::chrono::seconds{60};
-  return s;
-}
+// The shared test settings (built_candidate.hpp); the jobs carry quick_judging().
+harness_settings test_settings() { return candidate_harness_settings(); }
 
 verify_job verify_of(const built_candidate& c) { return verify_job_for(c, "v"); }
 
@@ -85,19 +78,12 @@ TEST(HarnessProcess, KilledWorkerIsReplacedAndTheNextJobRuns) {
 
 TEST(HarnessProcess, HungJobIsKilledAtItsDeadlineAndTheWorkerReplaced) {
   auto settings = test_settings();
-  settings.job_timeout = std::chrono::seconds{30};        // the C++ deadline fires first
-  settings.candidate_timeout = std::chrono::seconds{300};  // the worker would wait longer
+  settings.job_timeout = std::chrono::seconds{30};  // the C++ deadline fires first
   harness_process worker{settings, "cpu"};
   const auto looping = build("fault_infinite_loop");
   const auto started = std::chrono::steady_clock::now();
-  struct {
-    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
-  } job;
-  job.job_id = "hang";
-  job.task_path = looping.task.string();
-  job.solution_dir = looping.solution.string();
-  job.module_path = looping.module.string();
-  job.device = "cpu";
+  auto job = evaluate_job_for(looping, "hang");
+  job.judging.candidate_timeout_s = 300;  // the worker would wait longer
   const auto hung = worker.evaluate(job);
   const auto took = std::chrono::steady_clock::now() - started;
   EXPECT_EQ(hung.record.reward, -1);
@@ -117,15 +103,7 @@ TEST(HarnessProcess, HungJobIsKilledAtItsDeadlineAndTheWorkerReplaced) {
 TEST(HarnessProcess, EvaluateGivesTimesAndTheCppReward) {
   harness_process worker{test_settings(), "cpu"};
   const auto honest = build("honest_elementwise");
-  struct {
-    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
-  } job;
-  job.job_id = "e";
-  job.task_path = honest.task.string();
-  job.solution_dir = honest.solution.string();
-  job.module_path = honest.module.string();
-  job.device = "cpu";
-  const auto result = worker.evaluate(job);
+  const auto result = worker.evaluate(evaluate_job_for(honest, "e"));
   EXPECT_TRUE(result.record.correct) << result.record.error;
   EXPECT_GT(result.record.t_new_ms, 0);
   EXPECT_GT(result.record.t_eager_ms, 0);
@@ -143,6 +121,29 @@ TEST(HarnessProcess, EvaluateGivesTimesAndTheCppReward) {
   std::vector<std::string> phases;
   for (const auto& [name, ms] : result.phases_ms) phases.push_back(name);
   EXPECT_NE(std::find(phases.begin(), phases.end(), "timed_runs"), phases.end());
+}
+
+// The slot's settings say nothing about judging: each job is judged by the parameters it carries,
+// one worker taking jobs with different ones in turn.
+TEST(HarnessProcess, EachJobIsJudgedByItsOwnParameters) {
+  harness_process worker{test_settings(), "cpu"};
+  const auto honest = build("honest_elementwise");
+  for (const int32_t runs : {3, 5, 3}) {
+    auto job = evaluate_job_for(honest, "runs-" + std::to_string(runs));
+    job.judging.timed_runs = runs;
+    const auto result = worker.evaluate(job);
+    EXPECT_TRUE(result.record.correct) << result.record.error;
+    EXPECT_EQ(result.profile.candidate.runs, runs);
+  }
+  // Tolerances too: the honest matmul sums in another order than torch's, so it passes the
+  // default tolerances and fails exact equality (atol = rtol = 0).
+  const auto linear = build("honest_linear");
+  EXPECT_TRUE(worker.verify(verify_job_for(linear, "tolerant")).correct);
+  auto exact = verify_job_for(linear, "exact");
+  exact.judging.atol = exact.judging.rtol = 0;
+  const auto verdict = worker.verify(exact);
+  EXPECT_FALSE(verdict.correct);
+  EXPECT_NE(verdict.error.find("atol=0.0, rtol=0.0"), std::string::npos) << verdict.error;
 }
 
 // Tasks broken in each way a task can be, written beside the honest candidate's: the text of
@@ -177,9 +178,7 @@ TEST(HarnessProcess, ABrokenTaskIsATaskErrorAndNeverTheCandidatesReward) {
   harness_process worker{test_settings(), "cpu"};
   const auto honest = build("honest_elementwise");
   worker.check_task(honest.task.string(), "cpu", /*reference=*/true);  // a sound task passes
-  struct {
-    std::string job_id, episode_id, task_path, solution_dir, module_path, device;
-  } job{"broken", "", "", honest.solution.string(), honest.module.string(), "cpu"};
+  auto job = evaluate_job_for(honest, "broken");
   for (const auto& b : kBrokenTasks) {
     SCOPED_TRACE(b.name);
     job.task_path = write_broken_task(honest.solution.parent_path(), b).string();

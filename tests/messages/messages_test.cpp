@@ -239,6 +239,70 @@ TEST(messages_decode_older_logs, a_trajectory_from_before_turn_tool_calls) {
   EXPECT_EQ(decoded, expected);
 }
 
+// A map of string keys to values, packed in the given order, as an older build wrote it.
+template <class... Values>
+std::string pack_map(const std::pair<const char*, Values>&... entries) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> out{buffer};
+  out.pack_map(sizeof...(entries));
+  ((out.pack(std::string{entries.first}), out.pack(entries.second)), ...);
+  return {buffer.data(), buffer.size()};
+}
+
+TEST(messages_decode_older_logs, a_verify_job_with_its_tolerances_beside_the_paths) {
+  const std::string older = pack_map(
+      std::pair{"job_id", std::string{"j"}}, std::pair{"episode_id", std::string{"e"}},
+      std::pair{"task_path", std::string{"/t.py"}}, std::pair{"solution_dir", std::string{"/w"}},
+      std::pair{"module_path", std::string{"/m"}}, std::pair{"device", std::string{"cpu"}},
+      std::pair{"atol", 0.05}, std::pair{"rtol", 0.02}, std::pair{"input_sets", 3},
+      std::pair{"seed", uint64_t{9}});
+  const auto job = decode<verify_job>(older);
+  EXPECT_EQ(job.judging.atol, 0.05);
+  EXPECT_EQ(job.judging.rtol, 0.02);
+  EXPECT_EQ(job.judging.input_sets, 3);
+  EXPECT_EQ(job.seed, 9u);
+  EXPECT_EQ(job.judging.timed_runs, judging_parameters{}.timed_runs);  // not recorded then
+}
+
+TEST(messages_decode_older_logs, a_profile_job_with_its_run_counts) {
+  auto older_with = [](int32_t warmup, int32_t timed) {
+    return pack_map(std::pair{"job_id", std::string{"j"}}, std::pair{"episode_id", std::string{"e"}},
+                    std::pair{"task_path", std::string{"/t.py"}}, std::pair{"solution_dir", std::string{"/w"}},
+                    std::pair{"module_path", std::string{"/m"}}, std::pair{"device", std::string{"cuda"}},
+                    std::pair{"warmup_runs", warmup}, std::pair{"timed_runs", timed});
+  };
+  const auto counted = decode<profile_job>(older_with(2, 7));
+  EXPECT_EQ(counted.judging.warmup_runs, 2);
+  EXPECT_EQ(counted.judging.timed_runs, 7);
+  // 0 meant "the slot's setting", which was not recorded: the defaults stand in.
+  const auto unset = decode<profile_job>(older_with(0, 0));
+  EXPECT_EQ(unset.judging.warmup_runs, judging_parameters{}.warmup_runs);
+  EXPECT_EQ(unset.judging.timed_runs, judging_parameters{}.timed_runs);
+}
+
+TEST(messages_decode_older_logs, a_retired_field_beside_judging_is_an_error) {
+  const std::string both = pack_map(
+      std::pair{"job_id", std::string{"j"}}, std::pair{"episode_id", std::string{"e"}},
+      std::pair{"task_path", std::string{"/t.py"}}, std::pair{"solution_dir", std::string{"/w"}},
+      std::pair{"module_path", std::string{"/m"}}, std::pair{"device", std::string{"cpu"}},
+      std::pair{"seed", uint64_t{9}}, std::pair{"judging", testing::sample<judging_parameters>()},
+      std::pair{"atol", 0.05});
+  try {
+    decode<verify_job>(both);
+    FAIL() << "decoded a verify_job with both atol and judging";
+  } catch (const decode_error& e) {
+    EXPECT_NE(std::string{e.what()}.find("'atol' is retired"), std::string::npos) << e.what();
+  }
+  // A field that was never one of verify_job's is still an error.
+  const std::string unknown = pack_map(
+      std::pair{"job_id", std::string{"j"}}, std::pair{"episode_id", std::string{"e"}},
+      std::pair{"task_path", std::string{"/t.py"}}, std::pair{"solution_dir", std::string{"/w"}},
+      std::pair{"module_path", std::string{"/m"}}, std::pair{"device", std::string{"cpu"}},
+      std::pair{"seed", uint64_t{9}}, std::pair{"judging", testing::sample<judging_parameters>()},
+      std::pair{"tolerance", 0.05});
+  EXPECT_THROW(decode<verify_job>(unknown), decode_error);
+}
+
 // --- Registry ----------------------------------------------------------------------------------
 
 TEST(messages_registry, names_follow_the_list) {

@@ -20,9 +20,13 @@ template <> inline task_spec sample() {
   return {"L1-19", 1, "relu", "kernelbench", {"relu", "add"}, "class Model: ...",
           {{"batch", "16"}, {"dtype", "float32"}}};
 }
+template <> inline judging_parameters sample() {
+  return {1e-3, 2e-3, 7, 3, 20, 0.125, 60.5, 4096, 2, "max-autotune"};
+}
 template <> inline episode_started sample() {
   return {"ep-7", "L1-19", "openai", "cuda", 2, 41, 1764547200123456789, 200, 131072, 7200000,
-          "/runs/r1/episodes/ep-7/workdir", "/runs/r1/episodes/ep-7/task/model.py", "sm_90"};
+          "/runs/r1/episodes/ep-7/workdir", "/runs/r1/episodes/ep-7/task/model.py", "sm_90",
+          sample<judging_parameters>()};
 }
 template <> inline episode_ended sample() {
   return {"ep-7", termination::token_budget, 37, 120001, 3, 5432.25, "context exhausted"};
@@ -48,15 +52,16 @@ template <> inline compile_result sample() {
   return {"job-1", true, "/cache/ab12/cuda_extension.so", "1 warning", true, 310.5, "retried"};
 }
 template <> inline verify_job sample() {
-  return {"job-2", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cuda", 1e-3, 2e-3,
-          7, 12345678901234ull};
+  return {"job-2", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cuda", 12345678901234ull,
+          sample<judging_parameters>()};
 }
 template <> inline verify_result sample() {
   return {"job-2", true, {"output_memory_reuse", "side_stream"}, "harness restarted", 88.0};
 }
 template <> inline timing_stats sample() { return {1.5, 1.6, 1.4, 2.0, 1.45, 1.8, 0.004, 100}; }
 template <> inline profile_job sample() {
-  return {"job-3", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cuda", 10, 100};
+  return {"job-3", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cuda",
+          sample<judging_parameters>()};
 }
 template <> inline profile_result sample() {
   auto t = sample<timing_stats>();
@@ -67,7 +72,8 @@ template <> inline profile_result sample() {
   return {"job-3", e, t, c, "slot restarted"};
 }
 template <> inline evaluate_job sample() {
-  return {"job-4", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cpu"};
+  return {"job-4", "ep-7", "/tasks/L1-19.py", "/work/ep-7", "/cache/m.so", "cpu",
+          sample<judging_parameters>()};
 }
 template <> inline timing_quality sample() { return {"cached", 3600.5, 0.004, 0.006, 0.003, 2, true}; }
 template <> inline reward_record sample() {

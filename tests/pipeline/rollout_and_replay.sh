@@ -2,6 +2,8 @@
 # End to end on CPU, all parts real: the demo policy plays a shipped demonstration through the
 # sandboxed tools, the compiler pool's build and the locked harness; the log is then replayed
 # hermetically and must reproduce every message. `--tasks` picks the one task of the smoke set.
+# The harness settings are not the defaults, and every job in the log must say so: the harness
+# judges each job by the parameters the job carries (messages.hpp judging_parameters).
 set -euo pipefail
 bin="$1"
 source_dir="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -9,10 +11,23 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 chmod 755 "$scratch"  # sandboxed commands may run as another user and must reach the workdir
 "$bin" --set rollout.runs_dir="$scratch/runs" --set policy.demo_dir="$source_dir/corpus/demos" \
-  --set policy.tools_dir="$source_dir/skills/tools" --set harness.timed_runs=5 --set harness.warmup_runs=2 \
+  --set policy.tools_dir="$source_dir/skills/tools" --set harness.timed_runs=5 --set harness.warmup_runs=2 --set harness.atol=0.05 \
   rollout --corpus smoke --policy demo --tasks 'smoke_02*' --log "$scratch/log" --run-id ci >"$scratch/out" 2>"$scratch/err" \
   || { cat "$scratch/err"; exit 1; }
 cat "$scratch/out"
 grep -Eq '^ci-0000 +smoke_02_gelu +agent_done +reward +[123] ' "$scratch/out" \
   || { echo "the demonstration did not earn a positive reward"; tail -20 "$scratch/err"; exit 1; }
+"$bin" log export "$scratch/log" --out "$scratch/log.jsonl"
+python3 - "$scratch/log.jsonl" <<'PY'
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+jobs = [r for r in records if r["type"] in ("verify_job", "profile_job", "evaluate_job", "episode_started")]
+assert any(r["type"] == "evaluate_job" for r in jobs), "no evaluate_job in the log"
+for r in jobs:
+    judging = r["payload"]["judging"]
+    assert judging["atol"] == 0.05 and judging["timed_runs"] == 5 and judging["warmup_runs"] == 2, (r["type"], judging)
+timed = [r["payload"]["candidate"]["runs"] for r in records if r["type"] == "profile_result"]
+assert all(n == 5 for n in timed), timed
+print(f"{len(jobs)} jobs and episode starts record atol 0.05 and 5 timed runs; {len(timed)} profiles ran 5")
+PY
 "$bin" replay "$scratch/log"

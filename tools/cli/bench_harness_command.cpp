@@ -90,8 +90,10 @@ int run_bench_harness(const bench_harness_options& opt, const settings& config) 
   for (int round = 0; round < opt.jobs; ++round) {
     for (const auto& b : built) {
       const auto start = clock_type::now();
-      const auto result = worker.evaluate(fmt::format("bench-{}", job_index), "bench-harness", fs::absolute(b.task),
-                                          fs::absolute(b.solution), fs::absolute(b.module), opt.device);
+      const auto result = worker.evaluate(evaluate_job{fmt::format("bench-{}", job_index), "bench-harness",
+                                                       fs::absolute(b.task).string(), fs::absolute(b.solution).string(),
+                                                       fs::absolute(b.module).string(), opt.device,
+                                                       harness_config.judging});
       const double wall = std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
       if (!header_done) {
         for (const auto& [name, ms] : result.phases_ms) phase_names.push_back(name);

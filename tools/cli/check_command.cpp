@@ -134,14 +134,8 @@ int run_check(const check_options& opt, const settings& config) {
   }
 
   if (record.error.empty()) {
-    struct {
-      std::string job_id, episode_id, task_path, solution_dir, module_path, device;
-    } job;
-    job.job_id = "check";
-    job.task_path = task_path;
-    job.solution_dir = fs::absolute(solution_dir).string();
-    job.module_path = fs::absolute(module_path).string();
-    job.device = opt.device;
+    const evaluate_job job{"check", "", task_path, fs::absolute(solution_dir).string(),
+                           fs::absolute(module_path).string(), opt.device, harness_config.judging};
     try {
       record = worker.evaluate(job).record;
     } catch (const harness::task_error& e) {

@@ -76,7 +76,10 @@ int run_replay(const settings& config, const replay_options& o) {
         fresh.workdir = paths.workdir;
         fresh.task_path = paths.task_path;
         apply_episode_settings(config, fresh);
-        fresh.wall_clock = recorded_config(records).wall_clock;
+        // Judged as recorded, whatever today's harness.* settings say.
+        const auto recorded = recorded_config(records);
+        fresh.wall_clock = recorded.wall_clock;
+        fresh.judging = recorded.judging;
         report = replay_live(system, records, fresh, [&](const episode_config& c) {
           return episode_peers{{}, node.make_tools(c), node.compiler.pool, node.gpu.pool, {}};
         });

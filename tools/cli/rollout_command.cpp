@@ -10,7 +10,6 @@
 #include <ctime>
 #include <iostream>
 #include <map>
-#include <regex>
 
 #include <caf/all.hpp>
 #include <fmt/chrono.h>
@@ -20,6 +19,7 @@
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
+#include "messages/episode_id.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/kernelbench_candidate.hpp"
 #include "tools/cli/pipeline.hpp"
@@ -54,19 +54,15 @@ constexpr int exit_infrastructure_failures = 4;
 // infrastructure_failure, which runs again), and the next free "-resumeN" number.
 void load_settled(rollout_plan& plan, const std::filesystem::path& log_dir) {
   const auto log = read_rollout_log(log_dir, "--resume: ");
-  const std::string prefix = plan.run_id + "-";
-  const std::regex suffix_form{R"((\d+)(?:-resume(\d+))?(?:-retry(\d+))?)"};
   std::map<std::string, std::pair<int32_t, int32_t>> ids;  // episode id -> (index, retry)
   std::map<std::string, reward_record> verdicts;
   std::map<std::string, std::string> task_ids;
   std::vector<std::pair<std::string, episode_ended>> ends;  // in log order
   for (const auto& r : log) {
-    std::smatch m;
-    if (r.episode.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string suffix = r.episode.substr(prefix.size());
-    if (!std::regex_match(suffix, m, suffix_form)) continue;
-    ids[r.episode] = {std::stoi(m[1].str()), m[3].matched ? std::stoi(m[3].str()) : 0};
-    if (m[2].matched) plan.resume = std::max(plan.resume, std::stoi(m[2].str()));
+    const auto parts = parse_episode_id(r.episode, plan.run_id);
+    if (!parts) continue;
+    ids[r.episode] = {parts->index, parts->retry};
+    plan.resume = std::max(plan.resume, parts->resume);
     if (r.sender == "rollout" && r.type == "task_spec") task_ids[r.episode] = decode<task_spec>(r.payload).id;
     if (r.sender != "episode" || r.receiver != "rollout") continue;
     if (r.type == "reward_record") verdicts[r.episode] = decode<reward_record>(r.payload);

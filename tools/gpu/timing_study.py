@@ -116,7 +116,7 @@ def main():
         for _ in range(args.repeats):
             reply = worker.request({"op": "profile", "task_path": os.path.join(sol, "model.py"), "solution_dir": sol,
                                     "module_path": module_dir, "device": args.device, "timed_runs": args.runs,
-                                    "warmup_runs": args.warmup, "timeout_s": 300, "cpu_threads": 1,
+                                    "warmup_runs": args.warmup, "candidate_timeout_s": 300, "cpu_threads": 1,
                                     "baseline_cache_dir": ""})
             if not reply["ok"] or reply["record"]["error"] or reply["record"]["violations"]:
                 raise SystemExit(f"{task_id}: profile failed: {reply['error'] or reply['record']}")
