@@ -66,7 +66,8 @@ TEST(HarnessWire, JudgingDefaultsAreTheSettingsDefaults) {
 TEST(HarnessWire, NoNameIsBothAJobFieldAndAJudgingField) {
   // The request is one flat map: a name on both sides would be written twice.
   const auto job = msgpack_to_json(encode(harness_job{}));
-  for (const auto& [name, value] : msgpack_to_json(encode(judging_parameters{})).items())
+  const auto judging = msgpack_to_json(encode(judging_parameters{}));  // named: items() does not own it
+  for (const auto& [name, value] : judging.items())
     EXPECT_FALSE(job.contains(name)) << name;
 }
 

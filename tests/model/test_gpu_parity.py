@@ -6,13 +6,17 @@ in bfloat16. Two checks, both on cuda:0 in bfloat16:
   forward; the tolerance is relative to the logits' own scale, because two correct bfloat16
   implementations round differently (the reductions of RMSNorm, softmax and the matmuls);
 - greedy decoding of 256 tokens for three prompts submitted together to the generation engine
-  (tests/model/engine_probe), each against transformers' generate of that prompt alone: the
-  tokens must be identical, and the engine's log-probabilities of them must be close to
-  log_softmax of transformers' logits.
+  (tests/model/engine_probe), each checked token by token under teacher forcing: transformers
+  reads the prompt and the engine's own tokens in one forward, and at every step the engine's token
+  must be transformers' argmax or within two logit tolerances of it (a near tie that bfloat16
+  rounding flips), and the engine's log-probability of it must be close to log_softmax of
+  transformers' logits there. Requiring 256 identical free-running tokens would fail on any tie:
+  random weights give flat logits (max |logit| about 3), and two correct bfloat16 implementations
+  round ties differently.
 
-Where the two do diverge, the record says at which token and how close transformers' own top two
-logits were there: a near tie that bfloat16 rounding flips is not the same finding as a wrong
-kernel. With CUDA_AGENT_PARITY_OUT set, the numbers are also written there as JSON.
+For the record, transformers' own free-running generate is compared too: at which token the two
+first diverge and how close transformers' top two logits were there. With CUDA_AGENT_PARITY_OUT
+set, the numbers are written there as JSON.
 """
 
 import json
@@ -62,7 +66,7 @@ def prompts():
     return [torch.randint(0, 151936, (n,), generator=generator).tolist() for n in PROMPT_LENGTHS]
 
 
-def run_json(args, tmp_path):
+def run_json(args):
     done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
@@ -83,7 +87,7 @@ def test_bf16_logits_match_transformers_on_the_gpu(checkpoint, tmp_path):
     ids = [p[:32] for p in prompts()]
     (tmp_path / "input.json").write_text(json.dumps({"input_ids": ids}))
     ours = torch.tensor(run_json([TRANSFORMER_PROBE, "logits", path, tmp_path / "input.json",
-                                  "bfloat16", "cuda:0"], tmp_path)["logits"], dtype=torch.float64)
+                                  "bfloat16", "cuda:0"])["logits"], dtype=torch.float64)
     with torch.inference_mode():
         theirs = model(input_ids=torch.tensor(ids, device="cuda:0")).logits.double().cpu()
     diff = (ours - theirs).abs()
@@ -104,32 +108,40 @@ def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_pa
                                     for i, p in enumerate(prompts())]},
                       {"op": "wait_all"}]}
     (tmp_path / "script.json").write_text(json.dumps(script))
-    results = run_json([ENGINE_PROBE, tmp_path / "script.json"], tmp_path)
+    results = run_json([ENGINE_PROBE, tmp_path / "script.json"])
     assert not results["errors"], results["errors"]
 
     report = []
     for i, prompt in enumerate(prompts()):
         ours = results["results"][f"p{i}"]
         assert "error" not in ours, ours
+        assert len(ours["token_ids"]) == NEW_TOKENS, len(ours["token_ids"])
         with torch.inference_mode():
-            out = model.generate(torch.tensor([prompt], device="cuda:0"), max_new_tokens=NEW_TOKENS,
-                                 min_new_tokens=NEW_TOKENS, do_sample=False, output_logits=True,
-                                 return_dict_in_generate=True)
-        tokens = out.sequences[0, len(prompt):].tolist()
-        logits = torch.stack(out.logits, 1)[0].float()
-        logprobs = torch.log_softmax(logits, -1)
-        top2 = logits.topk(2, -1).values
+            # Teacher forcing: position len(prompt) - 1 + k predicts the engine's k-th token.
+            forced = model(input_ids=torch.tensor([prompt + ours["token_ids"]], device="cuda:0")).logits
+            forced = forced[0, len(prompt) - 1:-1].float()
+            free = model.generate(torch.tensor([prompt], device="cuda:0"), max_new_tokens=NEW_TOKENS,
+                                  min_new_tokens=NEW_TOKENS, do_sample=False, output_logits=True,
+                                  return_dict_in_generate=True)
+        chosen = torch.tensor(ours["token_ids"], device=forced.device)
+        gaps = forced.max(-1).values - forced.gather(1, chosen[:, None])[:, 0]
+        forced_logprobs = torch.log_softmax(forced, -1).gather(1, chosen[:, None])[:, 0]
+        lp_diff = (forced_logprobs.cpu() - torch.tensor(ours["logprobs"])).abs()
+
+        tokens = free.sequences[0, len(prompt):].tolist()
+        top2 = torch.stack(free.logits, 1)[0].float().topk(2, -1).values
         margins = (top2[:, 0] - top2[:, 1]).tolist()
-        same = next((k for k, (a, b) in enumerate(zip(ours["token_ids"], tokens)) if a != b), None)
-        common = len(tokens) if same is None else same
-        lp_diff = max((abs(ours["logprobs"][k] - logprobs[k, tokens[k]].item()) for k in range(common)),
-                      default=0.0)
-        report.append({"prompt_tokens": len(prompt), "first_divergence": same,
-                       "margin_at_divergence": None if same is None else margins[same],
-                       "smallest_margin": min(margins), "max_logprob_diff": lp_diff,
-                       "distinct_tokens": len(set(tokens))})
+        diverged = next((k for k, (a, b) in enumerate(zip(ours["token_ids"], tokens)) if a != b), None)
+        report.append({"prompt_tokens": len(prompt),
+                       "not_argmax": int((gaps > 0).sum().item()),
+                       "max_gap_to_argmax": gaps.max().item(),
+                       "gap_limit": 2 * LOGIT_TOLERANCE * forced.abs().max().item(),
+                       "max_logprob_diff": lp_diff.max().item(),
+                       "free_running_divergence": diverged,
+                       "margin_at_divergence": None if diverged is None else margins[diverged],
+                       "distinct_tokens": len(set(ours["token_ids"]))})
     record("greedy", report)
     print("greedy:", report)
     for r in report:
-        assert r["first_divergence"] is None, report
+        assert r["max_gap_to_argmax"] <= r["gap_limit"], report
         assert r["max_logprob_diff"] <= LOGPROB_TOLERANCE, report
