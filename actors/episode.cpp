@@ -12,6 +12,7 @@
 #include "actors/harness/judging.hpp"
 #include "actors/recorder.hpp"
 #include "actors/tools/tools.hpp"
+#include "messages/roles.hpp"
 
 namespace cuda_agent {
 namespace {
@@ -88,12 +89,12 @@ std::string build_failure_text(const compile_result& built) {
 template <class Next>
 void build_then(episode_actor* self, const tool_call& call, Next next) {
   auto job = make_compile_job(self);
-  record(self, "episode", "compiler", job);
+  record(self, role::episode, role::compiler, job);
   self->request(self->state.peers.compiler, self->state.config.job_timeout, job)
       .then(
           [=](compile_result& built) {
             if (self->state.ending) return;
-            record(self, "compiler", "episode", built);
+            record(self, role::compiler, role::episode, built);
             if (!built.ok) {
               answer_call(self, call,
                           {self->state.config.episode_id, call.call_id, call.tool,
@@ -128,12 +129,12 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
     build_then(self, call, [=](const compile_result& built) {
       verify_job job{next_job_id(self), c.episode_id, c.task_path.string(), c.workdir.string(),
                      built.module_path, c.device, 0, c.judging};
-      record(self, "episode", "gpu", job);
+      record(self, role::episode, role::gpu, job);
       self->request(self->state.peers.gpu, c.job_timeout, job)
           .then(
               [=](verify_result& verdict) {
                 if (self->state.ending) return;
-                record(self, "gpu", "episode", verdict);
+                record(self, role::gpu, role::episode, verdict);
                 std::string text = verdict.correct ? "verify: correct\n" : "verify: INCORRECT\n";
                 for (const auto& v : verdict.violations) text += "violation: " + v + "\n";
                 if (!verdict.error.empty()) text += verdict.error + "\n";
@@ -157,12 +158,12 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
   build_then(self, call, [=](const compile_result& built) {
     profile_job job{next_job_id(self), c.episode_id, c.task_path.string(), c.workdir.string(),
                     built.module_path, c.device, c.judging};
-    record(self, "episode", "gpu", job);
+    record(self, role::episode, role::gpu, job);
     self->request(self->state.peers.gpu, c.job_timeout, job)
         .then(
             [=](profile_result& timing) {
               if (self->state.ending) return;
-              record(self, "gpu", "episode", timing);
+              record(self, role::gpu, role::episode, timing);
               std::string text = describe_timing("eager", timing.eager) +
                                  describe_timing("torch.compile", timing.compiled) +
                                  describe_timing("yours", timing.candidate);
@@ -191,7 +192,7 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
 
 void answer_call(episode_actor* self, const tool_call& call, tool_result result) {
   auto& st = self->state;
-  record(self, routed_command(call).empty() ? "tools" : "router", "episode", result);
+  record(self, routed_command(call).empty() ? role::tools : role::router, role::episode, result);
   st.context_tokens += estimate_tokens(result.output);
   auto& turn = st.record.turns.back();
   if (!turn.observation.empty()) turn.observation += "\n";
@@ -216,12 +217,12 @@ void run_next_call(episode_actor* self) {
   auto call = std::move(st.calls.front());
   st.calls.pop_front();
   if (auto command = routed_command(call); !command.empty()) {
-    record(self, "episode", "router", tool_request{st.config.episode_id, st.request.turn, call});
+    record(self, role::episode, role::router, tool_request{st.config.episode_id, st.request.turn, call});
     run_routed(self, call, command);
     return;
   }
   tool_request request{st.config.episode_id, st.request.turn, call};
-  record(self, "episode", "tools", request);
+  record(self, role::episode, role::tools, request);
   self->request(st.peers.tools, tool_timeout, request)
       .then([=](tool_result& result) { if (!self->state.ending) answer_call(self, call, std::move(result)); },
             [=](caf::error& error) {
@@ -235,7 +236,7 @@ void run_next_call(episode_actor* self) {
 
 void on_policy_response(episode_actor* self, policy_response& response) {
   auto& st = self->state;
-  record(self, "policy", "episode", response);
+  record(self, role::policy, role::episode, response);
   st.tokens_used += response.prompt_tokens + response.completion_tokens;
   if (response.prompt_tokens > 0)
     st.context_tokens = response.prompt_tokens + response.completion_tokens;
@@ -266,7 +267,7 @@ void on_policy_response(episode_actor* self, policy_response& response) {
 void ask_policy(episode_actor* self) {
   auto& st = self->state;
   st.request.turn += 1;
-  record(self, "episode", "policy", st.request);
+  record(self, role::episode, role::policy, st.request);
   self->request(st.peers.policy, st.config.policy_timeout, st.request)
       .then(
           [=](policy_response& response) {
@@ -284,14 +285,14 @@ void ask_policy(episode_actor* self) {
 void finish(episode_actor* self, reward_record verdict) {
   auto& st = self->state;
   verdict.episode_id = st.config.episode_id;
-  record(self, "episode", "rollout", verdict);  // the episode's verdict, whoever produced it
+  record(self, role::episode, role::rollout, verdict);  // the episode's verdict, whoever produced it
   st.record.reward = verdict.reward;
   st.record.reason = st.reason;
-  record(self, "episode", "learner", st.record);
+  record(self, role::episode, role::learner, st.record);
   const std::chrono::duration<double, std::milli> wall = std::chrono::steady_clock::now() - st.started;
   episode_ended ended{st.config.episode_id, st.reason, static_cast<int32_t>(st.record.turns.size()),
                       st.tokens_used, verdict.reward, wall.count(), st.error};
-  record(self, "episode", "rollout", ended);
+  record(self, role::episode, role::rollout, ended);
   st.done.deliver(ended, verdict, st.record);
   self->quit();
 }
@@ -312,11 +313,11 @@ void evaluate_final_candidate(episode_actor* self) {
     return;
   }
   auto job = make_compile_job(self);
-  record(self, "episode", "compiler", job);
+  record(self, role::episode, role::compiler, job);
   self->request(st.peers.compiler, c.job_timeout, job)
       .then(
           [=](compile_result& built) {
-            record(self, "compiler", "episode", built);
+            record(self, role::compiler, role::episode, built);
             if (!built.ok) {
               auto verdict = failed_evaluation(build_failure_text(built));
               verdict.job_id = built.job_id;
@@ -325,10 +326,10 @@ void evaluate_final_candidate(episode_actor* self) {
             }
             evaluate_job final_job{next_job_id(self), c.episode_id, c.task_path.string(),
                                    c.workdir.string(), built.module_path, c.device, c.judging};
-            record(self, "episode", "gpu", final_job);
+            record(self, role::episode, role::gpu, final_job);
             self->request(self->state.peers.gpu, c.job_timeout, final_job)
                 .then([=](reward_record& verdict) {
-                        record(self, "gpu", "episode", verdict);
+                        record(self, role::gpu, role::episode, verdict);
                         finish(self, verdict);
                       },
                       [=](caf::error& error) {
@@ -377,8 +378,8 @@ caf::behavior episode(episode_actor* self, episode_config config, episode_peers 
         st.record.episode_id = c.episode_id;
         st.record.task_id = c.task.id;
         st.record.policy = c.policy_name;
-        record(self, "rollout", "episode", c.task);
-        record(self, "rollout", "episode",
+        record(self, role::rollout, role::episode, c.task);
+        record(self, role::rollout, role::episode,
                episode_started{c.episode_id, c.task.id, c.policy_name, c.device, c.attempt,
                                c.weight_version, now_ns(), c.max_turns, c.context_tokens,
                                c.wall_clock.count(), c.workdir.string(), c.task_path.string(),

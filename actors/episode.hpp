@@ -19,12 +19,11 @@
 #include <caf/atom.hpp>
 
 #include "config/settings.hpp"
+#include "messages/atoms.hpp"
 #include "messages/messages.hpp"
 
 namespace cuda_agent {
 
-using start_atom = caf::atom_constant<caf::atom("start")>;        // (start_atom) -> outcome
-using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // the wall clock ran out
 
 // What a finished episode answers to (start_atom): how it ended, and the final evaluation.
 using episode_outcome = std::tuple<episode_ended, reward_record, trajectory>;

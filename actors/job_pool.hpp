@@ -25,12 +25,11 @@
 #include <caf/all.hpp>
 
 #include "actors/supervisor.hpp"
+#include "messages/atoms.hpp"
 #include "messages/messages.hpp"
 
 namespace cuda_agent {
 
-// (pool_stats_atom) -> (capacity, busy, waiting, rejected, peak_waiting)
-using pool_stats_atom = caf::atom_constant<caf::atom("poolstats")>;
 
 struct job_pool_options {
   std::string name = "pool";
@@ -67,8 +66,6 @@ struct job_pool_state {
   static inline const char* name = "job_pool";
 };
 using job_pool_actor = caf::stateful_actor<job_pool_state>;
-
-using expire_atom = caf::atom_constant<caf::atom("expire")>;
 
 void init(job_pool_actor* self, job_pool_options options);
 void enqueue(job_pool_actor* self, waiting_job job);
@@ -117,13 +114,13 @@ caf::actor spawn_job_pool(caf::actor_system& system, job_pool_options options) {
     detail::init(self, std::move(options));
     return caf::behavior{
         detail::job_handler<Jobs>(self)...,
-        [self](detail::expire_atom, uint64_t id) { detail::expire(self, id); },
+        [self](expire_atom, uint64_t id) { detail::expire(self, id); },
         [self](pool_stats_atom) {
           const auto& st = self->state;
           const auto busy = std::count(st.busy.begin(), st.busy.end(), true);
-          return std::make_tuple(static_cast<int32_t>(st.busy.size()), static_cast<int32_t>(busy),
-                                 static_cast<int32_t>(st.waiting.size()), st.rejected,
-                                 static_cast<int32_t>(st.peak_waiting));
+          return pool_stats{static_cast<int32_t>(st.busy.size()), static_cast<int32_t>(busy),
+                            static_cast<int32_t>(st.waiting.size()), st.rejected,
+                            static_cast<int32_t>(st.peak_waiting)};
         }};
   });
 }

@@ -15,12 +15,11 @@
 
 #include "actors/message_log/writer.hpp"
 #include "config/settings.hpp"
+#include "messages/atoms.hpp"
 #include "messages/codec.hpp"
 
 namespace cuda_agent {
 
-using record_atom = caf::atom_constant<caf::atom("record")>;
-using flush_atom = caf::atom_constant<caf::atom("flush")>;
 
 // One message as the log stores it: who sent what to whom, the payload already msgpack-encoded.
 struct recorded_message {

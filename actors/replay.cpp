@@ -10,6 +10,7 @@
 
 #include "actors/recorder.hpp"
 #include "messages/codec.hpp"
+#include "messages/roles.hpp"
 
 namespace cuda_agent {
 namespace {
@@ -30,13 +31,13 @@ struct recorded_answers {
 recorded_answers collect_answers(const std::vector<message_log::record>& records) {
   recorded_answers a;
   for (const auto& r : records) {
-    if (r.receiver != "episode" && r.type != "episode_ended") continue;
+    if (r.receiver != role::episode && r.type != "episode_ended") continue;
     if (r.type == "policy_response") a.policy.push_back(decode<policy_response>(r.payload));
-    else if (r.type == "tool_result" && r.sender == "tools") a.tools.push_back(decode<tool_result>(r.payload));
+    else if (r.type == "tool_result" && r.sender == role::tools) a.tools.push_back(decode<tool_result>(r.payload));
     else if (r.type == "compile_result") a.compiles.push_back(decode<compile_result>(r.payload));
     else if (r.type == "verify_result") a.verdicts.push_back(decode<verify_result>(r.payload));
     else if (r.type == "profile_result") a.timings.push_back(decode<profile_result>(r.payload));
-    else if (r.type == "reward_record" && r.sender == "gpu") a.rewards.push_back(decode<reward_record>(r.payload));
+    else if (r.type == "reward_record" && r.sender == role::gpu) a.rewards.push_back(decode<reward_record>(r.payload));
     else if (r.type == "episode_ended")
       a.ended_by_timeout = decode<episode_ended>(r.payload).reason == termination::timeout;
   }

@@ -276,9 +276,8 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
       },
       [=](status_atom) {
         const auto& st = self->state;
-        return std::make_tuple(st.done, st.running, static_cast<int32_t>(st.queue.size()),
-                               st.retried, st.histogram[0], st.histogram[1], st.histogram[2],
-                               st.histogram[3]);
+        return rollout_status{st.done, st.running, static_cast<int32_t>(st.queue.size()), st.retried,
+                              {std::begin(st.histogram), std::end(st.histogram)}};
       },
   };
 }

@@ -4,7 +4,7 @@
 // to a budget, but never one whose candidate failed: that result is the agent's and it stands.
 //
 // `(run_atom)` starts the run and is answered with the number of episodes once all have ended;
-// `(status_atom)` answers progress at any time.
+// `(status_atom)` answers a rollout_status (messages.hpp) at any time.
 //
 // With a learner (rollout_services::learner, actors/learner/learner_actor.hpp) every settled
 // episode's trajectory goes to it, and admission is bounded by staleness: the k-th episode (in
@@ -35,9 +35,6 @@
 
 namespace cuda_agent {
 
-using run_atom = caf::atom_constant<caf::atom("run")>;
-// (status_atom) -> (done, running, queued, retried, reward -1, reward 1, reward 2, reward 3)
-using status_atom = caf::atom_constant<caf::atom("status")>;
 
 struct episode_summary {
   std::string episode_id;

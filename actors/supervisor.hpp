@@ -17,10 +17,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
 
-namespace cuda_agent {
+#include "messages/atoms.hpp"
 
-using child_atom = caf::atom_constant<caf::atom("child")>;        // (child_atom, name) -> actor
-using restarts_atom = caf::atom_constant<caf::atom("restarts")>;  // (restarts_atom) -> int
+namespace cuda_agent {
 
 enum class restart_strategy {
   one_for_one,  // restart only the child that died

@@ -394,6 +394,37 @@ struct node_heartbeat {
 };
 CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_compiler_workers);
 
+// --- Status replies ------------------------------------------------------------------------------
+
+// A job pool's answer to (pool_stats_atom): how full it is and how hard backpressure pushed.
+struct pool_stats {
+  int32_t capacity = 0;      // workers
+  int32_t busy = 0;          // workers holding a job now
+  int32_t waiting = 0;       // jobs queued for a worker now
+  int32_t rejected = 0;      // jobs refused so far (queue full or waited past max_wait)
+  int32_t peak_waiting = 0;  // the longest the queue has been
+};
+CUDA_AGENT_FIELDS(pool_stats, capacity, busy, waiting, rejected, peak_waiting);
+
+// The policy actor's answer to (policy_stats_atom): its concurrency credit.
+struct policy_stats {
+  int32_t running = 0;       // requests the backend is serving now
+  int32_t waiting = 0;       // requests queued for credit
+  int32_t peak_running = 0;
+  int64_t rejected = 0;      // requests refused so far (queue full)
+};
+CUDA_AGENT_FIELDS(policy_stats, running, waiting, peak_running, rejected);
+
+// The rollout manager's answer to (status_atom): progress so far.
+struct rollout_status {
+  int32_t done = 0;
+  int32_t running = 0;
+  int32_t queued = 0;
+  int32_t retried = 0;  // episodes started again after their episode actor died
+  std::vector<int32_t> rewards;  // finished episodes by reward: [-1, 1, 2, 3]
+};
+CUDA_AGENT_FIELDS(rollout_status, done, running, queued, retried, rewards);
+
 // --- The list of all types ----------------------------------------------------------------------
 
 // Every type above, once. The CAF registration (needed on every node for the wire) and the tests
@@ -403,7 +434,8 @@ using all_message_types = caf::detail::type_list<
     policy_response, tool_request, tool_result, compile_job, compile_result, verify_job,
     verify_result, timing_stats, profile_job, profile_result, evaluate_job, timing_quality,
     reward_record,
-    trajectory_turn, trajectory, learner_update, node_join, node_leave, node_heartbeat>;
+    trajectory_turn, trajectory, learner_update, node_join, node_leave, node_heartbeat, pool_stats,
+    policy_stats, rollout_status>;
 
 static_assert(caf::detail::tl_is_distinct<all_message_types>::value,
               "all_message_types lists a type twice");

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 
 #include "actors/recorder.hpp"
+#include "messages/roles.hpp"
 
 namespace cuda_agent::learner {
 namespace {
@@ -36,7 +37,7 @@ learner_update close_batch(learner_actor* self) {
   st.settled = 0;
   st.last = update;
   if (st.recorder)
-    self->send(st.recorder, record_atom::value, make_record("learner", "rollout", "", update));
+    self->send(st.recorder, record_atom::value, make_record(role::learner, role::rollout, "", update));
   return update;
 }
 

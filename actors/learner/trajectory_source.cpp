@@ -9,6 +9,7 @@
 
 #include "actors/message_log/reader.hpp"
 #include "messages/codec.hpp"
+#include "messages/roles.hpp"
 
 namespace cuda_agent::learner {
 namespace {
@@ -52,7 +53,7 @@ void read_log(const fs::path& dir, std::vector<recorded_trajectory>& out,
     ml::record_view rec;
     ml::read_status status;
     while ((status = log.next(rec)) == ml::read_status::record) {
-      if (rec.sender != "episode" || rec.receiver != "learner") continue;
+      if (rec.sender != role::episode || rec.receiver != role::learner) continue;
       const auto where = fmt::format("{} record {}", dir.string(), rec.seq);
       try {
         out.push_back({decode<trajectory>(rec.payload), where});

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/recorder.hpp"
+#include "messages/roles.hpp"
 
 namespace cuda_agent::policy {
 namespace {
@@ -64,7 +65,7 @@ void start(policy_actor* self, policy_request request, caf::response_promise pro
           [self, promise, done](policy_response& response) mutable {
             if (self->state.recorder)
               self->send(self->state.recorder, record_atom::value,
-                         make_record("policy", "episode", response.episode_id, response));
+                         make_record(role::policy, role::episode, response.episode_id, response));
             promise.deliver(std::move(response));
             done();
           },
@@ -102,8 +103,8 @@ caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend
       },
       [self](policy_stats_atom) {
         const auto& st = self->state;
-        return caf::make_result(st.running, static_cast<int32_t>(st.waiting.size()),
-                                st.peak_running, st.rejected);
+        return policy_stats{st.running, static_cast<int32_t>(st.waiting.size()), st.peak_running,
+                            st.rejected};
       },
   };
 }

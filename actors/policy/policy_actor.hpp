@@ -13,7 +13,7 @@
 // reads back.
 //
 //   (policy_request) -> policy_response
-//   (policy_stats_atom) -> (running: int32, waiting: int32, peak_running: int32, rejected: int64)
+//   (policy_stats_atom) -> policy_stats
 #pragma once
 
 #include <cstdint>
@@ -24,10 +24,10 @@
 #include <caf/atom.hpp>
 
 #include "actors/policy/policy_backend.hpp"
+#include "messages/atoms.hpp"
 
 namespace cuda_agent::policy {
 
-using policy_stats_atom = caf::atom_constant<caf::atom("polstats")>;
 
 struct policy_limits {
   int32_t max_concurrency = 64;

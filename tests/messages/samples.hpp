@@ -99,5 +99,8 @@ template <> inline node_join sample() {
 }
 template <> inline node_leave sample() { return {"node-b", "connection lost"}; }
 template <> inline node_heartbeat sample() { return {"node-b", 1764547200000000000, 3, 7}; }
+template <> inline pool_stats sample() { return {4, 3, 9, 2, 11}; }
+template <> inline policy_stats sample() { return {2, 5, 3, 7}; }
+template <> inline rollout_status sample() { return {12, 4, 30, 1, {2, 6, 3, 1}}; }
 
 }  // namespace cuda_agent::testing

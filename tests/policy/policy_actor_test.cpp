@@ -45,11 +45,11 @@ TEST_F(policy_actor, grants_at_most_max_concurrency_and_rejects_past_the_queue) 
   // Two run, two wait, the fifth was turned away at once.
   self->request(policy, 5s, policy_stats_atom::value)
       .receive(
-          [&](int32_t running, int32_t waiting, int32_t peak, int64_t rejected) {
-            EXPECT_EQ(running, 2);
-            EXPECT_EQ(waiting, 2);
-            EXPECT_EQ(peak, 2);
-            EXPECT_EQ(rejected, 1);
+          [&](const policy_stats& s) {
+            EXPECT_EQ(s.running, 2);
+            EXPECT_EQ(s.waiting, 2);
+            EXPECT_EQ(s.peak_running, 2);
+            EXPECT_EQ(s.rejected, 1);
           },
           [](caf::error& e) { FAIL() << caf::to_string(e); });
 

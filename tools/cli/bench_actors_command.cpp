@@ -32,6 +32,8 @@
 #include "actors/job_pool.hpp"
 #include "actors/recorder.hpp"
 #include "actors/supervisor.hpp"
+#include "messages/atoms.hpp"
+#include "messages/roles.hpp"
 #include "tools/cli/bench_peers.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
@@ -42,11 +44,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-using go_atom = caf::atom_constant<caf::atom("go")>;
-using ping_atom = caf::atom_constant<caf::atom("ping")>;
-using pong_atom = caf::atom_constant<caf::atom("pong")>;
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
-using expect_atom = caf::atom_constant<caf::atom("expect")>;
 
 struct bench_options {
   int64_t messages = 100'000;
@@ -172,7 +169,7 @@ std::vector<message_row> bench_messages(caf::actor_system& system, int64_t n) {
   tool_request request{"bench-00001", 3, read};
   tool_result result{"bench-00001", "read-3", "Read", "class ModelNew(nn.Module): ...\n", 0,
                      false, false, 1.5};
-  const auto record = make_record("tools", "episode", "bench-00001", result);
+  const auto record = make_record(role::tools, role::episode, "bench-00001", result);
   std::vector<message_row> rows;
   rows.push_back(
       time_round_trips(system, "round trip, atoms", n, ping_atom::value, pong_atom::value));
@@ -317,8 +314,7 @@ episode_config bench_episode_config(const bench_options& o) {
 std::pair<int32_t, int32_t> peak_and_rejected(caf::scoped_actor& self, const caf::actor& pool) {
   std::pair<int32_t, int32_t> result{-1, -1};
   self->request(pool, std::chrono::seconds{10}, pool_stats_atom::value)
-      .receive([&](int32_t, int32_t, int32_t, int32_t rejected,
-                   int32_t peak) { result = {peak, rejected}; },
+      .receive([&](const pool_stats& s) { result = {s.peak_waiting, s.rejected}; },
                [&](caf::error& e) { throw std::runtime_error{self->system().render(e)}; });
   return result;
 }

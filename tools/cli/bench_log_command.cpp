@@ -20,6 +20,7 @@
 
 #include "actors/message_log/reader.hpp"
 #include "actors/message_log/writer.hpp"
+#include "messages/roles.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/scratch_dir.hpp"
 
@@ -70,7 +71,7 @@ throughput time_append(ml::writer_options options, uint64_t records, uint64_t pa
   ml::writer log = ml::writer::open(std::move(options));
   const auto start = clock_type::now();
   for (uint64_t i = 0; i < records; ++i)
-    log.append("rollout_manager", "episode", types[i % 4], episodes[i % kEpisodes], payload);
+    log.append(role::rollout, role::episode, types[i % 4], episodes[i % kEpisodes], payload);
   log.close();  // its final sync is part of the cost
   return {seconds_since(start), log.stats().records, log.stats().bytes, 0};
 }

@@ -8,12 +8,12 @@
 #include <caf/all.hpp>
 
 #include "actors/recorder.hpp"
+#include "messages/atoms.hpp"
 #include "messages/messages.hpp"
 
 namespace cuda_agent::cli {
 namespace {
 
-using wake_atom = caf::atom_constant<caf::atom("wake")>;
 
 struct peer_state {
   std::shared_ptr<peer_counters> counters;

@@ -17,6 +17,7 @@
 #include "actors/message_log/reader.hpp"
 #include "messages/codec.hpp"
 #include "messages/reward.hpp"
+#include "messages/roles.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/run_summary.hpp"
 
@@ -253,7 +254,7 @@ void add_record(episode_log& e, const ml::record_view& r) {
   } else if (type == "episode_ended") {
     e.ended = decode<episode_ended>(r.payload);
     e.ended_ns = ts;
-  } else if (type == "reward_record" && r.receiver == "rollout") {
+  } else if (type == "reward_record" && r.receiver == role::rollout) {
     e.verdict = decode<reward_record>(r.payload);
   } else if (type == "policy_request") {
     e.policy_asked_ns = ts;  // not decoded: it is the whole conversation so far
@@ -276,7 +277,7 @@ void add_record(episode_log& e, const ml::record_view& r) {
     if (!c.args.is_object()) c.args = json::object();
     c.call = std::move(request.call);
     c.ts_ns = ts;
-    c.routed = r.receiver == "router";
+    c.routed = r.receiver == role::router;
     if (c.call.tool == "Bash" && !c.routed) ++e.shell_commands;
     e.calls[c.call.call_id] = std::move(c);
   } else if (type == "tool_result") {

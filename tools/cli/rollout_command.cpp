@@ -20,6 +20,7 @@
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
 #include "messages/episode_id.hpp"
+#include "messages/roles.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/kernelbench_candidate.hpp"
 #include "tools/cli/pipeline.hpp"
@@ -63,8 +64,8 @@ void load_settled(rollout_plan& plan, const std::filesystem::path& log_dir) {
     if (!parts) continue;
     ids[r.episode] = {parts->index, parts->retry};
     plan.resume = std::max(plan.resume, parts->resume);
-    if (r.sender == "rollout" && r.type == "task_spec") task_ids[r.episode] = decode<task_spec>(r.payload).id;
-    if (r.sender != "episode" || r.receiver != "rollout") continue;
+    if (r.sender == role::rollout && r.type == "task_spec") task_ids[r.episode] = decode<task_spec>(r.payload).id;
+    if (r.sender != role::episode || r.receiver != role::rollout) continue;
     if (r.type == "reward_record") verdicts[r.episode] = decode<reward_record>(r.payload);
     if (r.type == "episode_ended") ends.emplace_back(r.episode, decode<episode_ended>(r.payload));
   }
@@ -188,15 +189,16 @@ int run_rollout(settings config, rollout_options o) {
       std::string progress;
       self->request(manager, std::chrono::seconds{5}, status_atom::value)
           .receive(
-              [&](int32_t done, int32_t running, int32_t queued, int32_t retried, int32_t r0,
-                  int32_t r1, int32_t r2, int32_t r3) {
-                progress = meter.line(done, running, queued) +
-                           fmt::format(" | reward -1:{} 1:{} 2:{} 3:{} | retried {}", r0, r1, r2, r3, retried);
+              [&](const rollout_status& s) {
+                progress = meter.line(s.done, s.running, s.queued) +
+                           fmt::format(" | reward -1:{} 1:{} 2:{} 3:{} | retried {}", s.rewards.at(0),
+                                       s.rewards.at(1), s.rewards.at(2), s.rewards.at(3), s.retried);
               },
               [](caf::error&) {});
       self->request(node.gpu.pool, std::chrono::seconds{5}, pool_stats_atom::value)
-          .receive([&](int32_t capacity, int32_t busy, int32_t waiting, int32_t,
-                       int32_t) { progress += fmt::format(" | gpu slots {}/{} busy, {} waiting", busy, capacity, waiting); },
+          .receive([&](const pool_stats& s) {
+                     progress += fmt::format(" | gpu slots {}/{} busy, {} waiting", s.busy, s.capacity, s.waiting);
+                   },
                    [](caf::error&) {});
       std::cerr << (tty ? "\r" : "") << progress << (tty ? "\x1b[K" : "\n") << std::flush;
     }
