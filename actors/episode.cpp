@@ -117,11 +117,12 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
   const auto& c = self->state.config;
   if (command == "build") {
     build_then(self, call, [=](const compile_result& built) {
+      // The same text for a cache hit: the build cache is shared by every episode, so a hit could
+      // tell the agent that another episode built the same sources, and it is incidental to the
+      // outcome (messages/incidental.hpp).
       answer_call(self, call,
-                  {c.episode_id, call.call_id, call.tool,
-                   built.cache_hit ? "build succeeded (nothing changed since the last build)"
-                                   : "build succeeded",
-                   0, false, false, built.duration_ms});
+                  {c.episode_id, call.call_id, call.tool, "build succeeded", 0, false, false,
+                   built.duration_ms});
     });
     return;
   }

@@ -10,6 +10,7 @@
 
 #include "actors/recorder.hpp"
 #include "messages/codec.hpp"
+#include "messages/incidental.hpp"
 #include "messages/roles.hpp"
 
 namespace cuda_agent {
@@ -94,8 +95,9 @@ caf::behavior capture(caf::event_based_actor*, std::shared_ptr<captured> sink) {
   };
 }
 
-// A message as compared: fields that are readings of a clock are dropped, and in live replay
-// anything that is a duration or names the workdir is made comparable.
+// A message as compared (messages/incidental.hpp): the fields that are readings of a clock are
+// dropped; in live replay, so are the measured ones, decimal numbers in text are masked and the
+// old workdir reads as the new one. What is left decides the episode's outcome.
 struct normaliser {
   bool live = false;
   std::string old_workdir, new_workdir;
@@ -103,32 +105,26 @@ struct normaliser {
   std::string operator()(const std::string& sender, const std::string& receiver,
                          const std::string& type, const std::string& payload) const {
     auto json = msgpack_to_json(payload);
-    if (type == "episode_started") json.erase("started_at_ns");
-    if (type == "episode_ended") json.erase("wall_ms");
-    std::string text = fmt::format("{}>{} {} {}", sender, receiver, type, json.dump());
+    const auto& incidental = incidental_fields_of(type);
+    for (const auto& name : incidental.clock) json.erase(name);
     if (live) {
-      strip_durations(json);
-      text = fmt::format("{}>{} {} {}", sender, receiver, type, json.dump());
-      for (auto at = text.find(old_workdir); !old_workdir.empty() && at != std::string::npos;
-           at = text.find(old_workdir, at + new_workdir.size()))
-        text.replace(at, old_workdir.size(), new_workdir);
+      for (const auto& name : incidental.measured) json.erase(name);
+      normalise_text(json);
     }
-    return text;
+    return fmt::format("{}>{} {} {}", sender, receiver, type, json.dump());
   }
 
-  static void strip_durations(nlohmann::json& json) {
-    if (json.is_object()) {
-      for (auto it = json.begin(); it != json.end();) {
-        const auto& key = it.key();
-        const bool duration = key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0;
-        if (duration || key == "cv" || key == "runs")
-          it = json.erase(it);
-        else
-          strip_durations(*it++);
-      }
-    } else if (json.is_array()) {
-      for (auto& element : json) strip_durations(element);
+  void normalise_text(nlohmann::json& json) const {
+    if (json.is_structured()) {
+      for (auto& element : json) normalise_text(element);
+      return;
     }
+    if (!json.is_string()) return;
+    auto text = json.get<std::string>();
+    for (auto at = text.find(old_workdir); !old_workdir.empty() && at != std::string::npos;
+         at = text.find(old_workdir, at + new_workdir.size()))
+      text.replace(at, old_workdir.size(), new_workdir);
+    json = mask_measured_numbers(text);
   }
 };
 

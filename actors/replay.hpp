@@ -8,7 +8,10 @@
 // episode's logic shows up as a divergence at a precise message.
 //
 // Live replay answers only the policy from the log and lets real tools, builds and GPU jobs run
-// again in a fresh workdir, reporting every message whose content differs.
+// again in a fresh workdir. Messages are compared without what is incidental to the outcome
+// (clock readings, cache hits, cache paths, measured times, decimal numbers in text:
+// messages/incidental.hpp), so an honest re-run reproduces every episode and the first
+// difference reported is a real one: another build result, verdict, reward or tool output.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end on CPU, all parts real: the demo policy plays a shipped demonstration through the
 # sandboxed tools, the compiler pool's build and the locked harness; the log is then replayed
-# hermetically and must reproduce every message. `--tasks` picks the one task of the smoke set.
+# hermetically and must reproduce every message, then live (tools, build and harness run again)
+# and must reproduce the outcome. `--tasks` picks the one task of the smoke set.
 # The harness settings are not the defaults, and every job in the log must say so: the harness
 # judges each job by the parameters the job carries (messages.hpp judging_parameters).
 set -euo pipefail
@@ -31,3 +32,9 @@ assert all(n == 5 for n in timed), timed
 print(f"{len(jobs)} jobs and episode starts record atol 0.05 and 5 timed runs; {len(timed)} profiles ran 5")
 PY
 "$bin" replay "$scratch/log"
+# Live: tools, the build and the harness run again for real; only what is incidental to the
+# outcome (a cache hit, measured times) may differ, so the episode must be reproduced.
+"$bin" --set rollout.runs_dir="$scratch/runs" replay --live "$scratch/log" >"$scratch/live" 2>"$scratch/live.err" \
+  || { cat "$scratch/live" "$scratch/live.err"; exit 1; }
+cat "$scratch/live"
+grep -q '^1 of 1 episodes reproduced live$' "$scratch/live" || { echo "live replay did not reproduce the episode"; exit 1; }
