@@ -8,6 +8,8 @@
 #include <cstring>
 #include <system_error>
 
+#include "actors/process/bwrap.hpp"
+
 namespace cuda_agent {
 namespace fs = std::filesystem;
 namespace {
@@ -125,36 +127,15 @@ std::vector<std::string> sandbox::command_argv(const std::string& command) const
     argv = {"setpriv", "--reuid=" + std::to_string(*owner), "--regid=" + std::to_string(*owner),
             "--clear-groups", "--"};
   }
-  argv.insert(argv.end(), {bwrap_path_, "--unshare-all", "--unshare-user", "--die-with-parent",
-                           "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox",
-                           "--clearenv"});
-  for (const auto& [name, value] : environment())
-    argv.insert(argv.end(), {"--setenv", name, value});
-  argv.insert(argv.end(), {"--ro-bind", "/usr", "/usr"});
-  // Merged-/usr systems have these as symlinks into /usr; older ones as directories.
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    std::error_code ec;
-    const auto status = fs::symlink_status(top, ec);
-    if (ec || !fs::exists(status)) continue;
-    if (fs::is_symlink(status)) {
-      argv.insert(argv.end(), {"--symlink", fs::read_symlink(top).string(), top});
-    } else {
-      argv.insert(argv.end(), {"--ro-bind", top, top});
-    }
-  }
-  // Only what programs need from /etc: the loader cache, alternatives (cc, c++), user names.
-  for (const char* etc : {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-                          "/etc/alternatives", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
-                          "/etc/localtime", "/etc/bash.bashrc", "/etc/profile"})
-    argv.insert(argv.end(), {"--ro-bind-try", etc, etc});
-  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev", "--size",
-                           mib(std::min<int64_t>(settings_.max_file_mb, 1024)), "--tmpfs", "/tmp"});
-  for (const auto& path : settings_.ro_paths)
-    argv.insert(argv.end(), {"--ro-bind-try", path.string(), path.string()});
-  // The root itself (bwrap's scratch tmpfs holding the mount points) becomes read-only last.
-  argv.insert(argv.end(), {"--bind", workdir_.string(), mount_point.string(), "--remount-ro", "/",
-                           "--chdir", mount_point.string(), "--"});
-  argv.insert(argv.end(), limited.begin(), limited.end());
+  bwrap_spec spec;
+  spec.program = bwrap_path_;
+  for (const auto& [name, value] : environment()) spec.environment.emplace_back(name, value);
+  spec.read_only = settings_.ro_paths;
+  spec.writable = workdir_;
+  spec.writable_at = mount_point;
+  spec.tmp_bytes = std::min<int64_t>(settings_.max_file_mb, 1024) << 20;
+  const auto sandboxed = bwrap_argv(spec, limited);
+  argv.insert(argv.end(), sandboxed.begin(), sandboxed.end());
   return argv;
 }
 

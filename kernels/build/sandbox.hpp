@@ -1,9 +1,10 @@
 // The command line that runs one compiler process inside the build's limits.
 //
-// Every process gets an address-space and a file-size limit (prlimit). With bubblewrap it also
-// gets no network and no other namespaces shared with the host, /usr and the toolchain
-// read-only, a private /tmp, and one writable directory: the build's work dir. It dies with its
-// parent, and killing the process group we start kills the sandbox's whole PID namespace.
+// Every process gets an address-space and a file-size limit and no core files (prlimit). With
+// bubblewrap it runs in the episode sandbox's bwrap (actors/process/bwrap.hpp: every namespace
+// unshared, no capabilities, no network, the root read-only), with the toolchain read-only and
+// one writable directory: the build's work dir. It dies with its parent, and killing the
+// process group we start kills the sandbox's whole PID namespace.
 #pragma once
 
 #include <cstdint>

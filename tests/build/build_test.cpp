@@ -4,8 +4,11 @@
 // All tests, also across the processes CTest starts, share one cache directory in the build
 // tree, so the system's binding.cpp and the fixtures' common kernels/add_binding.cpp compile
 // once; the failure fixtures differ only in kernels/add.cpp.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,6 +21,7 @@
 #include "config/settings.hpp"
 #include "kernels/build/build.hpp"
 #include "kernels/build/diagnostics.hpp"
+#include "kernels/build/sandbox.hpp"
 #include "kernels/build/toolchain.hpp"
 
 namespace cuda_agent::build {
@@ -263,6 +267,79 @@ TEST_F(BuildTest, SourcesCannotReadOutsideTheSandbox) {
   const auto direct = run_subprocess(
       {test_settings().cxx, "-fsyntax-only", "-std=c++17", (dir / "kernels" / "add.cpp").string()});
   EXPECT_TRUE(direct.ok()) << direct.err;
+}
+
+// What a compiler process sees: sandboxed_command around `bash -c script`, with the build's
+// work dir as the one writable directory. `isolated` false runs the same script with the limits
+// only, to show that the sandbox, not the script, made the difference.
+subprocess_result run_as_compiler(const fs::path& work, const std::string& script, bool isolated = true) {
+  build::sandbox_spec spec;
+  spec.bubblewrap = isolated;
+  spec.bwrap = working_bwrap();
+  spec.writable = work;
+  spec.cwd = work;
+  spec.memory_bytes = int64_t{4} << 30;
+  spec.file_bytes = int64_t{64} << 20;
+  return run_subprocess(build::sandboxed_command(spec, {"/bin/bash", "-c", script}));
+}
+
+TEST_F(BuildTest, ACompilerCanWriteOnlyItsWorkDir) {
+  if (working_bwrap().empty()) GTEST_SKIP() << "no working bubblewrap (set CUDA_AGENT_BWRAP)";
+  const fs::path work = scratch() / "writes" / "work";
+  fs::create_directories(work);
+  const fs::path beside = work.parent_path() / "beside";
+  // Beside the work dir is the sandbox's private /tmp here (the work dir is under /tmp): the
+  // write may succeed in there, but must not reach the host.
+  const auto r = run_as_compiler(work, "echo ok > " + (work / "object.o").string() + " && "
+                                       "{ echo x > " + beside.string() + "; true; } 2>/dev/null && "
+                                       "{ echo x > /escape 2>/dev/null || echo refused-root; } && "
+                                       "{ echo x > /usr/escape 2>/dev/null || echo refused-usr; }");
+  ASSERT_TRUE(r.ok()) << r.describe() << r.err;
+  EXPECT_TRUE(fs::exists(work / "object.o"));
+  EXPECT_FALSE(fs::exists(beside));
+  for (const char* refused : {"refused-root", "refused-usr"})
+    EXPECT_NE(r.out.find(refused), std::string::npos) << refused << "\n" << r.out;
+}
+
+TEST_F(BuildTest, ACompilerKeepsNoCapabilityAndMakesNoNamespace) {
+  if (working_bwrap().empty()) GTEST_SKIP() << "no working bubblewrap (set CUDA_AGENT_BWRAP)";
+  const fs::path work = scratch() / "caps";
+  fs::create_directories(work);
+  const auto r = run_as_compiler(work, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status; "
+                                       "unshare --user true 2>/dev/null && echo made-a-user-namespace; true");
+  ASSERT_TRUE(r.ok()) << r.describe() << r.err;
+  std::istringstream lines(r.out);
+  int capability_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("Cap", 0) != 0) continue;
+    ++capability_lines;
+    EXPECT_NE(line.find("0000000000000000"), std::string::npos) << line;
+  }
+  EXPECT_EQ(capability_lines, 5) << r.out;
+  EXPECT_EQ(r.out.find("made-a-user-namespace"), std::string::npos) << r.out;
+}
+
+TEST_F(BuildTest, ACompilerCannotReachTheNetwork) {
+  if (working_bwrap().empty()) GTEST_SKIP() << "no working bubblewrap (set CUDA_AGENT_BWRAP)";
+  // A listener of this process on the host's loopback: reachable from outside the sandbox only.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string connect = "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(ntohs(address.sin_port)) +
+                              " && echo connected";
+  const fs::path work = scratch() / "network";
+  fs::create_directories(work);
+  const auto outside = run_as_compiler(work, connect, false);
+  EXPECT_NE(outside.out.find("connected"), std::string::npos) << outside.err;
+  const auto inside = run_as_compiler(work, connect);
+  EXPECT_EQ(inside.out.find("connected"), std::string::npos) << inside.out;
+  ::close(listener);
 }
 
 TEST_F(BuildTest, SolutionsOwnBindingFilesAreIgnored) {
