@@ -16,6 +16,7 @@
 #                  demonstration rollout and its hermetic replay. When every part passes it writes
 #                  $OUT_DIR/gpu-smoke.json (commit it as docs/gpu-smoke.json) with the content
 #                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json.
+#                  SMOKE_PART=first, then SMOKE_PART=rest on the same warm machine, splits it in two calls.
 #   STAGE=learn    config/examples/learn-bench.toml (LEARN_CONFIG): a tiny random model learns the
 #                  bench demonstrations by RFT, then live PPO, with greedy evaluations between
 #                  (train --out LEARN_OUT, default runs/learn-bench on the machine); builds first
@@ -51,9 +52,27 @@ wants() { [ "$stage" = "$1" ] || { [ "$stage" = all ] && [ "$1" != corpus ]; }; 
 # The digest of the GPU-relevant sources, taken before anything runs (docs/ARCHITECTURE.md, "On the GPU host"; the same command
 # checks docs/gpu-smoke.json against a tree).
 digest=$(find skills kernels actors -type f ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
-smoke_started=$SECONDS
+# SMOKE_PART=first runs the smoke's build, red team and checks and keeps their results on the
+# machine (runs/smoke-state, with the digest); SMOKE_PART=rest, the next call on the same warm
+# machine, runs the rollout and its replay and writes the record of both calls, refusing when the
+# sources changed in between. For machines on which the whole smoke does not fit one call.
+smoke_part=${SMOKE_PART:-all}
+smoke_state=runs/smoke-state
 if [ "$stage" = smoke ]; then
   rm -f "$out/steps.txt"
+  case "$smoke_part" in
+    all|first) ;;
+    rest)
+      if [ "$(cat "$smoke_state/digest" 2>/dev/null)" != "$digest" ] || [ ! -x build-gpu/tools/cuda-agent ]; then
+        echo "SMOKE_PART=rest needs SMOKE_PART=first of the same sources on this machine first" >&2
+        exit 2
+      fi
+      cp "$smoke_state/steps.txt" "$out/steps.txt"
+      cp "$smoke_state/checks.txt" "$out/checks.txt" ;;
+    *) echo "SMOKE_PART must be all, first or rest, not '$smoke_part'" >&2; exit 2 ;;
+  esac
+fi
+if [ "$stage" = smoke ] && [ "$smoke_part" != rest ]; then
   OUT_DIR="$out" BUILD_DIR=build-gpu BENCH_BUILD=0 step timeout "${BUILD_S:-300}" bash tools/gpu/build_and_test.sh \
     -R 'BuildTest.Cuda'
 fi
@@ -164,18 +183,28 @@ if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
     --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" --json \
     > "$out/bench_generate_7b.json" 2> "$out/bench_generate_7b.err"
 fi
-if [ "$stage" = smoke ]; then
+if [ "$stage" = smoke ] && [ "$smoke_part" != rest ]; then
   step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
   CUDA_AGENT="$bin" CUDA_AGENT_ARGS="${set_args[*]}" step timeout "${CHECKS_S:-240}" bash corpus/check_demos.sh bench cuda \
     "${SMOKE_DEMOS:-bench_05_matmul bench_08_add_relu bench_17_attention}" > "$out/checks.txt" 2> "$out/checks.log"
+fi
+if [ "$stage" = smoke ] && [ "$smoke_part" = first ]; then
+  rm -rf "$smoke_state" && mkdir -p "$smoke_state"
+  cp "$out/steps.txt" "$out/checks.txt" "$smoke_state/"
+  echo "$digest" > "$smoke_state/digest"
+  echo "first part done; run SMOKE_PART=rest next, on this machine" >&2
+fi
+if [ "$stage" = smoke ] && [ "$smoke_part" != first ]; then
   log=$out/smoke_rollout_log
   rm -rf "$log"
   step timeout "${ROLLOUT_S:-240}" "$bin" "${set_args[@]}" rollout --corpus bench --policy demo --device cuda \
     --tasks "${SMOKE_TASKS:-bench_0[1-4]*}" --episodes 4 --concurrency 4 --log "$log" --run-id smoke \
     > "$out/rollout.txt" 2> "$out/rollout.err"
   step timeout "${REPLAY_S:-90}" "$bin" replay "$log" > "$out/replay.txt" 2>&1
+  # Over both calls, where the smoke was split: the record's seconds are the parts' sum.
+  seconds=$(awk '/^step .* rc=-?[0-9]+ in [0-9]+ s$/ { s += $(NF - 1) } END { print s + 0 }' "$out/steps.txt")
   "$PYTHON" tools/gpu/smoke_record.py --steps "$out/steps.txt" --digest "$digest" --commit "${COMMIT:-unknown}" \
-    --seconds $((SECONDS - smoke_started)) --checks "$out/checks.txt" --out "$out"
+    --seconds "$seconds" --checks "$out/checks.txt" --out "$out"
 fi
 cat "$out/steps.txt"
