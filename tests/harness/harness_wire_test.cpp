@@ -4,31 +4,22 @@
 // the harness.* settings' defaults.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/harness/judging.hpp"
-#include "actors/process/subprocess.hpp"
 #include "messages/codec.hpp"
 #include "messages/harness_wire.hpp"
+#include "tests/support/skills_python.hpp"
 
 namespace cuda_agent {
 namespace {
 
-namespace fs = std::filesystem;
-
 nlohmann::json python_wire() {
-  subprocess_options options;
-  options.extra_env["PYTHONPATH"] = (fs::path{CUDA_AGENT_SOURCE_DIR} / "skills").string();
-  const auto result = run_subprocess(
-      {CUDA_AGENT_PYTHON, "-c",
-       "import json\nfrom harness import wire\nprint(json.dumps({'job': wire.JOB, 'judging': wire.JUDGING}))"},
-      options);
-  if (!result.ok()) throw std::runtime_error{"python: " + result.describe() + "\n" + result.err};
-  return nlohmann::json::parse(result.out);
+  return testing_support::skills_python_json(
+      "import json\nfrom harness import wire\nprint(json.dumps({'job': wire.JOB, 'judging': wire.JUDGING}))");
 }
 
 // Names present on one side only, and names whose defaults differ, as readable lines.

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/process/bwrap.hpp"
-#include "actors/process/subprocess.hpp"
+#include "tests/support/skills_python.hpp"
 
 namespace cuda_agent {
 namespace {
@@ -92,15 +92,11 @@ TEST(Bwrap, ReadOnlyPathsAreBoundAtTheirRealAndTheirGivenPath) {
 }
 
 TEST(Bwrap, TheCandidateIsolationKeepsTheSameProtections) {
-  subprocess_options options;
-  options.extra_env["PYTHONPATH"] = (fs::path{CUDA_AGENT_SOURCE_DIR} / "skills").string();
-  const auto result = run_subprocess(
-      {CUDA_AGENT_PYTHON, "-c",
-       "import json\nfrom harness import candidate_process\nprint(json.dumps(candidate_process._NAMESPACES))"},
-      options);
-  ASSERT_TRUE(result.ok()) << result.describe() << "\n" << result.err;
-  const auto python = nlohmann::json::parse(result.out).get<argv_t>();
-  EXPECT_TRUE(contains_all(python, kProtections)) << result.out;
+  const auto python = testing_support::skills_python_json(
+                          "import json\nfrom harness import candidate_process\n"
+                          "print(json.dumps(candidate_process._NAMESPACES))")
+                          .get<argv_t>();
+  EXPECT_TRUE(contains_all(python, kProtections)) << nlohmann::json(python).dump();
 }
 
 }  // namespace
