@@ -281,26 +281,22 @@ TEST(messages_decode_older_logs, a_profile_job_with_its_run_counts) {
 }
 
 TEST(messages_decode_older_logs, a_retired_field_beside_judging_is_an_error) {
-  const std::string both = pack_map(
-      std::pair{"job_id", std::string{"j"}}, std::pair{"episode_id", std::string{"e"}},
-      std::pair{"task_path", std::string{"/t.py"}}, std::pair{"solution_dir", std::string{"/w"}},
-      std::pair{"module_path", std::string{"/m"}}, std::pair{"device", std::string{"cpu"}},
-      std::pair{"seed", uint64_t{9}}, std::pair{"judging", testing::sample<judging_parameters>()},
-      std::pair{"atol", 0.05});
+  // A current verify_job's fields and one more entry, named `extra`.
+  auto current_with = [](const char* extra) {
+    return pack_map(std::pair{"job_id", std::string{"j"}}, std::pair{"episode_id", std::string{"e"}},
+                    std::pair{"task_path", std::string{"/t.py"}}, std::pair{"solution_dir", std::string{"/w"}},
+                    std::pair{"module_path", std::string{"/m"}}, std::pair{"device", std::string{"cpu"}},
+                    std::pair{"seed", uint64_t{9}}, std::pair{"judging", testing::sample<judging_parameters>()},
+                    std::pair{extra, 0.05});
+  };
   try {
-    decode<verify_job>(both);
+    decode<verify_job>(current_with("atol"));
     FAIL() << "decoded a verify_job with both atol and judging";
   } catch (const decode_error& e) {
     EXPECT_NE(std::string{e.what()}.find("'atol' is retired"), std::string::npos) << e.what();
   }
   // A field that was never one of verify_job's is still an error.
-  const std::string unknown = pack_map(
-      std::pair{"job_id", std::string{"j"}}, std::pair{"episode_id", std::string{"e"}},
-      std::pair{"task_path", std::string{"/t.py"}}, std::pair{"solution_dir", std::string{"/w"}},
-      std::pair{"module_path", std::string{"/m"}}, std::pair{"device", std::string{"cpu"}},
-      std::pair{"seed", uint64_t{9}}, std::pair{"judging", testing::sample<judging_parameters>()},
-      std::pair{"tolerance", 0.05});
-  EXPECT_THROW(decode<verify_job>(unknown), decode_error);
+  EXPECT_THROW(decode<verify_job>(current_with("tolerance")), decode_error);
 }
 
 // --- Registry ----------------------------------------------------------------------------------

@@ -70,14 +70,14 @@ int run_replay(const settings& config, const replay_options& o) {
       if (!o.live) {
         report = replay_hermetic(system, records);
       } else {
-        auto fresh = recorded_config(records);
+        const auto recorded = recorded_config(records);
+        auto fresh = recorded;
         if (!node.compiler.pool) node = start_node_services(system, config, fresh.device, {}, false);
         const auto paths = prepare_episode_dir(replay_dir, id, fresh.task, default_workdir_sources());
         fresh.workdir = paths.workdir;
         fresh.task_path = paths.task_path;
         apply_episode_settings(config, fresh);
         // Judged as recorded, whatever today's harness.* settings say.
-        const auto recorded = recorded_config(records);
         fresh.wall_clock = recorded.wall_clock;
         fresh.judging = recorded.judging;
         report = replay_live(system, records, fresh, [&](const episode_config& c) {
