@@ -13,6 +13,7 @@
 #include "actors/recorder.hpp"
 #include "actors/tools/tools.hpp"
 #include "messages/roles.hpp"
+#include "messages/tool_names.hpp"
 
 namespace cuda_agent {
 namespace {
@@ -387,7 +388,7 @@ caf::behavior episode(episode_actor* self, episode_config config, episode_peers 
                                c.arch, c.judging});
         st.request.episode_id = c.episode_id;
         st.request.task_id = c.task.id;
-        st.request.tools = agent_tool_names();
+        st.request.tools = tool_names();
         st.request.max_tokens = c.max_tokens_per_turn;
         st.request.temperature = c.temperature;
         st.request.top_p = c.top_p;
@@ -415,12 +416,6 @@ void apply_episode_settings(const settings& config, episode_config& episode) {
   episode.policy_timeout = std::chrono::seconds{config.get_int("episode.policy_timeout_s")};
   episode.job_timeout = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
   episode.judging = harness::judging_from(config);
-}
-
-const std::vector<std::string>& agent_tool_names() {
-  static const std::vector<std::string> names{"Bash", "Read",  "Write",      "Edit",    "MultiEdit",
-                                              "Glob", "Grep", "BashOutput", "KillBash"};
-  return names;
 }
 
 std::string routed_command(const tool_call& call) {

@@ -64,9 +64,6 @@ struct episode_peers {
   caf::actor recorder;  // (record_atom, recorded_message)
 };
 
-// The nine tools, in the order they are offered to the policy.
-const std::vector<std::string>& agent_tool_names();
-
 // "build", "verify" or "profile" when a Bash call is one of the commands that SKILL.md names and
 // the episode routes to the pools instead of the sandbox; empty otherwise.
 std::string routed_command(const tool_call& call);

@@ -5,17 +5,13 @@
 #include <fstream>
 #include <iterator>
 
+#include "messages/tool_names.hpp"
+
 namespace cuda_agent::policy {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-const std::vector<std::string>& known_tools() {
-  static const std::vector<std::string> names = {"Bash", "Read",       "Write",   "Edit",    "MultiEdit",
-                                                 "Glob", "Grep", "BashOutput", "KillBash"};
-  return names;
-}
 
 [[noreturn]] void fail(const fs::path& file, const std::string& what) {
   throw policy_error{"demonstration " + file.string() + ": " + what};
@@ -72,7 +68,7 @@ demonstration load_demonstration(const fs::path& demo_json) {
     demo_step step;
     step.thought = string_field(raw, "thought", demo_json, where + ": ");
     step.tool = string_field(raw, "tool", demo_json, where + ": ");
-    const auto& tools = known_tools();
+    const auto& tools = tool_names();
     if (std::find(tools.begin(), tools.end(), step.tool) == tools.end())
       fail(demo_json, where + ": unknown tool \"" + step.tool + "\"");
     if (!raw.contains("arguments") || !raw["arguments"].is_object())

@@ -52,10 +52,9 @@ std::string type_of(const nlohmann::json& v) {
 
 }  // namespace
 
-const std::vector<std::string>& tool_names() {
-  static const std::vector<std::string> names = {"Bash", "Read",       "Write",
-                                                 "Edit", "MultiEdit",  "Glob",
-                                                 "Grep", "BashOutput", "KillBash"};
+std::vector<std::string> implemented_tools() {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : registry()) names.push_back(name);
   return names;
 }
 

@@ -13,6 +13,7 @@
 
 #include "actors/tools/tool_session.hpp"
 #include "messages/messages.hpp"
+#include "messages/tool_names.hpp"
 
 namespace cuda_agent::tools {
 
@@ -24,8 +25,9 @@ struct tool_output {
   bool truncated = false;
 };
 
-// The names of the nine tools, in the order SKILL.md presents them.
-const std::vector<std::string>& tool_names();
+// The tools the registry implements, by name (sorted); messages/tool_names.hpp lists the nine the
+// contract promises, and a test keeps the two equal.
+std::vector<std::string> implemented_tools();
 // The arguments a tool takes (as in skills/tools/<Tool>.json); empty for an unknown tool.
 const std::vector<std::string>& tool_arguments(const std::string& tool);
 

@@ -283,6 +283,13 @@ TEST(tool_output, is_cut_with_a_marker_at_a_character_boundary) {
   EXPECT_FALSE(truncated);
 }
 
+// The tools actor implements exactly the nine tools of the contract (messages/tool_names.hpp).
+TEST(tool_schemas, the_registry_implements_the_contracts_tools) {
+  auto promised = tool_names();
+  std::sort(promised.begin(), promised.end());
+  EXPECT_EQ(implemented_tools(), promised);
+}
+
 // The schemas the model is given must describe exactly the arguments the tools take.
 TEST(tool_schemas, match_the_implemented_arguments) {
   for (const auto& name : tool_names()) {
