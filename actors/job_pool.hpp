@@ -15,8 +15,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <algorithm>
-#include <deque>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -24,6 +22,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/credit_queue.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/atoms.hpp"
 #include "messages/messages.hpp"
@@ -50,25 +49,20 @@ template <> struct job_result_of<evaluate_job> { using type = reward_record; };
 namespace detail {
 
 struct waiting_job {
-  uint64_t id = 0;
-  caf::actor_addr requester;
   std::function<void(const caf::actor& worker, std::size_t slot)> run;
   std::function<void(const std::string& why)> reject;
 };
 
 struct job_pool_state {
   job_pool_options options;
-  std::vector<bool> busy;
-  std::deque<waiting_job> waiting;
-  uint64_t next_id = 1;
+  credit_queue<waiting_job> queue;  // a credit is a worker slot
   int32_t rejected = 0;
-  std::size_t peak_waiting = 0;  // the longest the queue has been: how hard backpressure pushed
   static inline const char* name = "job_pool";
 };
 using job_pool_actor = caf::stateful_actor<job_pool_state>;
 
 void init(job_pool_actor* self, job_pool_options options);
-void enqueue(job_pool_actor* self, waiting_job job);
+void enqueue(job_pool_actor* self, waiting_job job, const caf::actor_addr& requester);
 void release(job_pool_actor* self, std::size_t slot);
 void expire(job_pool_actor* self, uint64_t id);  // the waiting deadline of job `id` has passed
 
@@ -80,7 +74,6 @@ auto job_handler(job_pool_actor* self) {
     const auto requester = self->current_sender();  // before the promise takes the sender
     auto promise = self->make_response_promise<result_type>();
     waiting_job entry;
-    entry.requester = caf::actor_cast<caf::actor_addr>(requester);
     entry.run = [self, job, promise](const caf::actor& worker, std::size_t slot) mutable {
       self->request(worker, self->state.options.job_timeout, job)
           .then(
@@ -99,7 +92,7 @@ auto job_handler(job_pool_actor* self) {
     entry.reject = [promise](const std::string& why) mutable {
       promise.deliver(caf::make_error(caf::sec::runtime_error, why));
     };
-    enqueue(self, std::move(entry));
+    enqueue(self, std::move(entry), caf::actor_cast<caf::actor_addr>(requester));
     return promise;
   };
 }
@@ -116,11 +109,10 @@ caf::actor spawn_job_pool(caf::actor_system& system, job_pool_options options) {
         detail::job_handler<Jobs>(self)...,
         [self](expire_atom, uint64_t id) { detail::expire(self, id); },
         [self](pool_stats_atom) {
-          const auto& st = self->state;
-          const auto busy = std::count(st.busy.begin(), st.busy.end(), true);
-          return pool_stats{static_cast<int32_t>(st.busy.size()), static_cast<int32_t>(busy),
-                            static_cast<int32_t>(st.waiting.size()), st.rejected,
-                            static_cast<int32_t>(st.peak_waiting)};
+          const auto& q = self->state.queue;
+          return pool_stats{static_cast<int32_t>(q.credits()), static_cast<int32_t>(q.in_use()),
+                            static_cast<int32_t>(q.waiting()), self->state.rejected,
+                            static_cast<int32_t>(q.peak_waiting())};
         }};
   });
 }

@@ -1,6 +1,5 @@
 #include "actors/rollout_manager.hpp"
 
-#include <deque>
 #include <map>
 #include <utility>
 #include <tuple>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/credit_queue.hpp"
 #include "actors/recorder.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/episode_id.hpp"
@@ -19,14 +19,14 @@ namespace {
 struct pending_episode {
   int32_t index = 0;
   int32_t attempt = 0;
+  std::size_t credit = 0;  // the running episode's credit, once admitted
 };
 
 struct rollout_state {
   rollout_plan plan;
   rollout_services services;
   std::shared_ptr<rollout_results> results;
-  std::deque<pending_episode> queue;
-  int32_t running = 0;
+  credit_queue<pending_episode> admission;  // a credit is a running episode
   int32_t done = 0;
   int32_t retried = 0;
   int32_t histogram[4] = {0, 0, 0, 0};  // rewards -1, 1, 2, 3
@@ -69,7 +69,7 @@ void settle(rollout_actor* self, const pending_episode& p, episode_summary summa
     spdlog::warn("{}: infrastructure failure ({}); retrying", summary.episode_id,
                  summary.ended.error);
     ++st.retried;
-    st.queue.push_front({p.index, p.attempt + 1});
+    st.admission.push({p.index, p.attempt + 1}, {}, /*front=*/true);
     return;
   }
   count(st, summary);
@@ -97,7 +97,7 @@ episode_summary infrastructure_failure(const std::string& id, const task_spec& t
 void abandon(rollout_actor* self, const pending_episode& p, const caf::actor& tools,
              const std::string& id, const task_spec& task, std::string why) {
   self->send_exit(tools, caf::exit_reason::user_shutdown);
-  --self->state.running;
+  self->state.admission.release(p.credit);
   auto summary = infrastructure_failure(id, task, std::move(why));
   auto record = failed_trajectory(summary);
   settle(self, p, std::move(summary), std::move(record));
@@ -124,7 +124,7 @@ void launch_episode(rollout_actor* self, const pending_episode& p, const episode
             self->state.live.erase(id);
             self->send_exit(tools, caf::exit_reason::user_shutdown);
             if (!self->state.finished.pending()) return;  // the run was stopped
-            --self->state.running;
+            self->state.admission.release(p.credit);
             settle(self, p, {id, p.index, task, 1, ended, verdict}, std::move(record));
             admit(self);
           },
@@ -140,7 +140,6 @@ void start_episode(rollout_actor* self, pending_episode p) {
   auto& st = self->state;
   const auto& task = st.plan.tasks[static_cast<std::size_t>(p.index) % st.plan.tasks.size()];
   const auto id = episode_id_of(st.plan, p);
-  ++st.running;
   episode_config config = st.plan.base;
   config.episode_id = id;
   config.task = task;
@@ -152,7 +151,7 @@ void start_episode(rollout_actor* self, pending_episode p) {
     config.task_path = paths.task_path;
     tools = st.services.make_tools(config);
   } catch (const std::exception& e) {
-    --st.running;
+    st.admission.release(p.credit);
     auto summary = infrastructure_failure(id, task, e.what());
     auto record = failed_trajectory(summary);
     settle(self, p, std::move(summary), std::move(record));
@@ -179,13 +178,15 @@ bool within_staleness(const rollout_state& st, const pending_episode& next) {
 
 void admit(rollout_actor* self) {
   auto& st = self->state;
-  while (st.running < st.plan.concurrency && !st.queue.empty() && within_staleness(st, st.queue.front())) {
-    auto next = st.queue.front();
-    st.queue.pop_front();
+  const auto may_start = [&st](const pending_episode& next) { return within_staleness(st, next); };
+  while (auto granted = st.admission.next(may_start)) {
+    auto next = granted->item;
+    next.credit = granted->credit;
     if (next.attempt == 0) ++st.admitted;
     start_episode(self, next);
   }
-  if (st.running == 0 && st.queue.empty() && st.finished.pending()) finish(self);
+  if (st.admission.in_use() == 0 && st.admission.waiting() == 0 && st.finished.pending())
+    finish(self);
 }
 
 caf::error recorder_stopped(rollout_actor* self, const caf::error& reason) {
@@ -222,6 +223,8 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
   st.plan = std::move(plan);
   st.services = std::move(services);
   st.results = std::move(results);
+  st.admission = credit_queue<pending_episode>{
+      static_cast<std::size_t>(std::max<int32_t>(1, st.plan.concurrency))};
   // Without its log a run can be neither inspected nor replayed: when the recorder dies (a full
   // disk ends it, recorder.hpp), the run stops with an error that says so, and so do its episodes.
   // Without its learner, a training run's admission would wait for ever: it stops too.
@@ -246,7 +249,7 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
         self->send_exit(actors.second, caf::exit_reason::user_shutdown);
       }
       st.live.clear();
-      st.queue.clear();
+      st.admission.clear_waiting();
       st.finished.deliver(std::move(error));
     });
   }
@@ -266,7 +269,7 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
           }
         }
         for (int32_t i = 0; i < st.plan.episodes; ++i)
-          if (!settled[static_cast<std::size_t>(i)]) st.queue.push_back({i, 0});
+          if (!settled[static_cast<std::size_t>(i)]) st.admission.push({i, 0});
         admit(self);
         return st.finished;
       },
@@ -276,7 +279,8 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
       },
       [=](status_atom) {
         const auto& st = self->state;
-        return rollout_status{st.done, st.running, static_cast<int32_t>(st.queue.size()), st.retried,
+        return rollout_status{st.done, static_cast<int32_t>(st.admission.in_use()),
+                              static_cast<int32_t>(st.admission.waiting()), st.retried,
                               {std::begin(st.histogram), std::end(st.histogram)}};
       },
   };

@@ -231,6 +231,8 @@ const std::vector<setting_spec>& settings::schema() {
        "Requests in flight to the policy at once; the others wait for a grant."},
       {"policy.max_queue", T::integer, "1024", {}, 0, 1000000,
        "Requests that may wait for a grant; one more is rejected at once."},
+      {"policy.max_wait_s", T::integer, "1800", {}, 1, 86400,
+       "Longest a request waits for a grant before it is rejected with an error that says so."},
       {"policy.context_tokens", T::integer, "131072", {}, 1024, int64_t{1} << 30,
        "Context window of the model; old tool outputs are truncated to keep prompt and reply in it."},
       {"policy.token_ids", T::boolean, "true", {}, 0, 0,

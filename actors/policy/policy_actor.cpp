@@ -1,11 +1,11 @@
 #include "actors/policy/policy_actor.hpp"
 
-#include <deque>
 #include <utility>
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/credit_queue.hpp"
 #include "actors/recorder.hpp"
 #include "messages/roles.hpp"
 
@@ -21,10 +21,9 @@ struct policy_state {
   std::shared_ptr<policy_backend> backend;
   policy_limits limits;
   caf::actor recorder;  // may be unset
-  int32_t running = 0;
+  credit_queue<waiting_request> queue;  // a credit is a request in flight to the backend
   int32_t peak_running = 0;
   int64_t rejected = 0;
-  std::deque<waiting_request> waiting;
   static inline const char* name = "policy";
 };
 using policy_actor = caf::stateful_actor<policy_state>;
@@ -45,22 +44,25 @@ caf::behavior backend_call(caf::event_based_actor* self, std::shared_ptr<policy_
   }};
 }
 
-void start(policy_actor* self, policy_request request, caf::response_promise promise) {
+void start(policy_actor* self, std::size_t credit, waiting_request next);
+
+// Starts waiting requests while credits are free, oldest first.
+void dispatch(policy_actor* self) {
   auto& st = self->state;
-  ++st.running;
-  st.peak_running = std::max(st.peak_running, st.running);
+  while (auto granted = st.queue.next()) start(self, granted->credit, std::move(granted->item));
+}
+
+void start(policy_actor* self, std::size_t credit, waiting_request next) {
+  auto& st = self->state;
+  st.peak_running = std::max(st.peak_running, static_cast<int32_t>(st.queue.in_use()));
   auto worker = self->spawn<caf::detached>(backend_call, st.backend);
   // Each answer frees a grant for the longest-waiting request.
-  auto done = [self] {
-    auto& s = self->state;
-    --s.running;
-    if (!s.waiting.empty() && s.running < s.limits.max_concurrency) {
-      auto next = std::move(s.waiting.front());
-      s.waiting.pop_front();
-      start(self, std::move(next.request), std::move(next.promise));
-    }
+  auto done = [self, credit] {
+    self->state.queue.release(credit);
+    dispatch(self);
   };
-  self->request(worker, caf::infinite, std::move(request))
+  auto promise = std::move(next.promise);
+  self->request(worker, caf::infinite, std::move(next.request))
       .then(
           [self, promise, done](policy_response& response) mutable {
             if (self->state.recorder)
@@ -77,34 +79,54 @@ void start(policy_actor* self, policy_request request, caf::response_promise pro
 
 caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend> backend,
                               policy_limits limits, caf::actor recorder) {
-  self->state.backend = std::move(backend);
-  self->state.limits = limits;
-  self->state.recorder = std::move(recorder);
+  auto& st = self->state;
+  st.backend = std::move(backend);
+  st.limits = limits;
+  st.recorder = std::move(recorder);
+  st.queue = credit_queue<waiting_request>{static_cast<std::size_t>(limits.max_concurrency),
+                                           static_cast<std::size_t>(limits.max_queue)};
+  // An episode that dies while its request waits gives up its place: no backend call is made
+  // for an answer nobody will read.
+  self->set_down_handler([self](caf::down_msg& down) { self->state.queue.drop_waiter(down.source); });
   return {
       [self](policy_request& request) -> caf::result<policy_response> {
         auto& st = self->state;
-        const bool free = st.running < st.limits.max_concurrency;
-        if (!free && st.waiting.size() >= static_cast<size_t>(st.limits.max_queue)) {
+        if (auto credit = st.queue.acquire()) {
+          auto promise = self->make_response_promise();
+          start(self, *credit, {std::move(request), promise});
+          return promise;
+        }
+        if (st.queue.waiting() >= st.queue.max_waiting()) {
           // Rejected before a promise exists: an error returned after make_response_promise
           // would be dropped and the requester would hang.
           ++st.rejected;
           return caf::make_error(
               caf::sec::runtime_error,
-              "policy: rejected, " + std::to_string(st.running) + " requests running and " +
-                  std::to_string(st.waiting.size()) +
+              "policy: rejected, " + std::to_string(st.queue.in_use()) + " requests running and " +
+                  std::to_string(st.queue.waiting()) +
                   " waiting (policy.max_concurrency, policy.max_queue); retry later or raise them");
         }
+        const auto waiter = caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
-        if (free)
-          start(self, std::move(request), promise);
-        else
-          st.waiting.push_back({std::move(request), promise});
+        const auto id = st.queue.push({std::move(request), promise}, waiter);
+        watch_waiter(self, id, waiter, st.limits.max_wait);
         return promise;
+      },
+      [self](expire_atom, uint64_t id) {
+        auto& st = self->state;
+        auto expired = st.queue.expire(id);
+        if (!expired) return;  // it started, or its episode died
+        ++st.rejected;
+        expired->promise.deliver(caf::make_error(
+            caf::sec::runtime_error,
+            "policy: waited " + std::to_string(st.limits.max_wait.count() / 1000) +
+                " s for a grant while " + std::to_string(st.queue.in_use()) +
+                " requests ran (policy.max_wait_s); raise policy.max_concurrency or policy.max_wait_s"));
       },
       [self](policy_stats_atom) {
         const auto& st = self->state;
-        return policy_stats{st.running, static_cast<int32_t>(st.waiting.size()), st.peak_running,
-                            st.rejected};
+        return policy_stats{static_cast<int32_t>(st.queue.in_use()),
+                            static_cast<int32_t>(st.queue.waiting()), st.peak_running, st.rejected};
       },
   };
 }

@@ -4,8 +4,9 @@
 // It owns the policy's concurrency credit, like the pools own theirs: at most max_concurrency
 // requests run at once, each on a detached actor of its own (backends block on HTTP or files
 // and must not stall the scheduler's threads); up to max_queue more wait, in arrival order, for
-// a grant; one more is rejected at once with an error saying so, rather than growing the
-// mailbox. A request whose backend fails is answered with an error carrying the backend's
+// a grant (actors/credit_queue.hpp) for at most max_wait; one more is rejected at once with an
+// error saying so, rather than growing the mailbox. A waiting request whose episode dies is
+// dropped. A request whose backend fails is answered with an error carrying the backend's
 // policy_error text (the episode ends with termination::infrastructure_failure).
 //
 // Given a recorder, it appends every policy_response it answers with to the message log
@@ -16,6 +17,7 @@
 //   (policy_stats_atom) -> policy_stats
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -32,9 +34,10 @@ namespace cuda_agent::policy {
 struct policy_limits {
   int32_t max_concurrency = 64;
   int32_t max_queue = 1024;
+  std::chrono::milliseconds max_wait{std::chrono::minutes{30}};
 
   static policy_limits from(const policy_settings& settings) {
-    return {settings.max_concurrency, settings.max_queue};
+    return {settings.max_concurrency, settings.max_queue, std::chrono::seconds{settings.max_wait_s}};
   }
 };
 

@@ -26,6 +26,7 @@ policy_settings policy_settings::from(const settings& config) {
   s.tools_dir = config.get_string("policy.tools_dir");
   s.max_concurrency = static_cast<int32_t>(config.get_int("policy.max_concurrency"));
   s.max_queue = static_cast<int32_t>(config.get_int("policy.max_queue"));
+  s.max_wait_s = config.get_int("policy.max_wait_s");
   s.replay_log = config.get_string("policy.replay_log");
   s.replay_episode = config.get_string("policy.replay_episode");
   s.demo_dir = config.get_string("policy.demo_dir");

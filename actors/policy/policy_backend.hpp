@@ -55,6 +55,7 @@ struct policy_settings {
   // the policy actor's credit
   int32_t max_concurrency = 64;
   int32_t max_queue = 1024;
+  int64_t max_wait_s = 1800;
 
   // replay
   std::filesystem::path replay_log;

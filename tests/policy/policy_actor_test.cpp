@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -68,6 +69,55 @@ TEST_F(policy_actor, grants_at_most_max_concurrency_and_rejects_past_the_queue) 
         });
   EXPECT_EQ(server.request_count(), 4u);
   EXPECT_EQ(server.peak_in_flight(), 2);  // the server never saw more than the credit allows
+  self->send_exit(policy, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(policy_actor, a_request_that_waits_past_max_wait_is_rejected_saying_so) {
+  openai_test_server server;
+  server.set_fallback([](const auto&) { return reply_with(completion().content("slow")).after(1500ms); });
+  auto policy = spawn_policy(system, make_policy_backend(settings_for(server)), {1, 4, 200ms});
+  caf::scoped_actor self{system};
+  auto running = self->request(policy, 20s, first_turn("ep-run"));
+  auto waiting = self->request(policy, 20s, first_turn("ep-wait"));
+  waiting.receive([](policy_response&) { FAIL() << "expected the wait to run out"; },
+                  [&](caf::error& e) {
+                    EXPECT_NE(system.render(e).find("policy.max_wait_s"), std::string::npos)
+                        << system.render(e);
+                  });
+  running.receive([](policy_response& r) { EXPECT_EQ(r.content, "slow"); },
+                  [&](caf::error& e) { FAIL() << system.render(e); });
+  EXPECT_EQ(server.request_count(), 1u);  // the expired request never reached the backend
+  self->send_exit(policy, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(policy_actor, a_waiting_request_whose_episode_died_is_never_sent) {
+  openai_test_server server;
+  server.set_fallback([](const auto&) { return reply_with(completion().content("ok")).after(800ms); });
+  auto policy = spawn_policy(system, make_policy_backend(settings_for(server)), {1, 4});
+  caf::scoped_actor self{system};
+  auto running = self->request(policy, 20s, first_turn("ep-run"));
+  // An episode that asks and then dies while its request waits for the one credit.
+  auto episode = system.spawn([policy](caf::event_based_actor* ep) {
+    ep->request(policy, std::chrono::seconds{20}, first_turn("ep-dead")).then([](policy_response&) {});
+    return caf::behavior{[](int) {}};
+  });
+  int32_t waiting = 0;
+  for (int i = 0; i < 200 && waiting == 0; ++i) {
+    self->request(policy, 5s, policy_stats_atom::value)
+        .receive([&](const policy_stats& s) { waiting = s.waiting; },
+                 [](caf::error& e) { FAIL() << caf::to_string(e); });
+    if (waiting == 0) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(waiting, 1);  // its request waits behind ep-run
+  self->send_exit(episode, caf::exit_reason::kill);
+  self->wait_for(episode);
+  running.receive([](policy_response& r) { EXPECT_EQ(r.content, "ok"); },
+                  [&](caf::error& e) { FAIL() << system.render(e); });
+  self->request(policy, 5s, policy_stats_atom::value)
+      .receive([](const policy_stats& s) { EXPECT_EQ(s.waiting, 0); },
+               [](caf::error& e) { FAIL() << caf::to_string(e); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(server.request_count(), 1u);
   self->send_exit(policy, caf::exit_reason::user_shutdown);
 }
 
