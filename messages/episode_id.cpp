@@ -49,4 +49,10 @@ std::optional<episode_id_parts> parse_episode_id(std::string_view id, std::strin
   return parts;
 }
 
+std::optional<episode_id_parts> parse_episode_id(std::string_view id) {
+  for (auto dash = id.rfind('-'); dash != std::string_view::npos && dash > 0; dash = id.rfind('-', dash - 1))
+    if (auto parts = parse_episode_id(id, id.substr(0, dash))) return parts;
+  return std::nullopt;
+}
+
 }  // namespace cuda_agent

@@ -23,4 +23,8 @@ std::string format_episode_id(const episode_id_parts& parts);
 // episode, or an id not made by format_episode_id).
 std::optional<episode_id_parts> parse_episode_id(std::string_view id, std::string_view run_id);
 
+// The parts of `id` when it is an episode id of any run, the run being the longest prefix that
+// makes it one ("a-0001-0002" is episode 2 of run "a-0001"); nullopt otherwise.
+std::optional<episode_id_parts> parse_episode_id(std::string_view id);
+
 }  // namespace cuda_agent

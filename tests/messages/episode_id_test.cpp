@@ -33,5 +33,19 @@ TEST(EpisodeId, RefusesOtherRunsAndOtherShapes) {
     EXPECT_FALSE(parse_episode_id(id, "ci")) << id;
 }
 
+TEST(EpisodeId, FindsTheRunOfAnIdOfAnyRun) {
+  for (const episode_id_parts& p : {episode_id_parts{"ci", 7}, episode_id_parts{"run-a", 0, 0, 3},
+                                    episode_id_parts{"r", 1, 4, 1}, episode_id_parts{"x-0001", 99, 12, 0}}) {
+    const auto parsed = parse_episode_id(format_episode_id(p));
+    ASSERT_TRUE(parsed) << format_episode_id(p);
+    EXPECT_EQ(parsed->run_id, p.run_id);
+    EXPECT_EQ(parsed->index, p.index);
+    EXPECT_EQ(parsed->resume, p.resume);
+    EXPECT_EQ(parsed->retry, p.retry);
+  }
+  for (const char* id : {"ci", "-0001", "ci-", "ci-x", "ci-0001-resume", "ci-0001-retry1-resume2"})
+    EXPECT_FALSE(parse_episode_id(std::string_view{id})) << id;
+}
+
 }  // namespace
 }  // namespace cuda_agent

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
+
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -16,6 +16,7 @@
 
 #include "actors/message_log/reader.hpp"
 #include "messages/codec.hpp"
+#include "messages/episode_id.hpp"
 #include "messages/reward.hpp"
 #include "messages/roles.hpp"
 #include "tools/cli/commands.hpp"
@@ -41,30 +42,6 @@ std::string excerpt(const std::string& text, std::size_t limit = kExcerptChars) 
 json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
 // --- Episode ids -------------------------------------------------------------------------------
-
-// "<run>-NNNN[-resumeR][-retryA]", as rollout_manager.cpp names episodes.
-struct episode_name {
-  std::string run;
-  int32_t index = 0;
-  int32_t resume = 0;
-  int32_t retry = 0;
-};
-
-std::optional<episode_name> parse_episode_id(const std::string& id) {
-  static const std::regex form{R"(^(.+)-(\d+)(?:-resume(\d+))?(?:-retry(\d+))?$)"};
-  std::smatch m;
-  if (!std::regex_match(id, m, form)) return std::nullopt;
-  episode_name name;
-  name.run = m[1].str();
-  try {
-    name.index = std::stoi(m[2].str());
-    if (m[3].matched) name.resume = std::stoi(m[3].str());
-    if (m[4].matched) name.retry = std::stoi(m[4].str());
-  } catch (const std::exception&) {
-    return std::nullopt;  // digits past int: not an id of ours
-  }
-  return name;
-}
 
 // --- What one episode's records say ----------------------------------------------------------
 
@@ -97,7 +74,7 @@ struct timeline_event {
 
 struct episode_log {
   std::string id;
-  episode_name name;
+  episode_id_parts name;
   std::optional<task_spec> task;
   std::optional<episode_started> started;
   std::optional<episode_ended> ended;
@@ -353,7 +330,7 @@ std::vector<std::string> list_runs(const fs::path& dir) {
   std::map<std::string, uint64_t> last_start;
   while ((status = log.next(r)) == ml::read_status::record) {
     if (r.episode.empty()) continue;
-    if (auto name = parse_episode_id(std::string{r.episode})) last_start[name->run] = r.seq;
+    if (auto name = parse_episode_id(std::string{r.episode})) last_start[name->run_id] = r.seq;
   }
   if (status == ml::read_status::corrupt) corrupt(dir, log);
   std::vector<std::string> runs;
@@ -422,7 +399,7 @@ report_log read_log(const fs::path& dir, std::string& run_id) {
       if (r.episode.compare(0, prefix.size(), prefix) != 0) continue;
       const std::string id{r.episode};
       const auto name = parse_episode_id(id);
-      if (!name || name->run != run_id) continue;  // "<run>-x-NNNN" belongs to run "<run>-x"
+      if (!name || name->run_id != run_id) continue;  // "<run>-x-NNNN" belongs to run "<run>-x"
       auto [it, fresh] = out.episodes.try_emplace(id);
       episode_log& e = it->second;
       if (fresh) {
