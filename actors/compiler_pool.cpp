@@ -6,7 +6,7 @@
 namespace cuda_agent {
 namespace {
 
-caf::behavior compiler_worker(caf::event_based_actor*, build::build_settings settings) {
+compiler_actor::behavior_type compiler_worker(compiler_actor::pointer, build::build_settings settings) {
   return {[settings](const compile_job& job) -> caf::result<compile_result> {
     build::build_request request{job.solution_dir, job.device, job.arch};
     const auto built = build::build_solution(settings, request);
@@ -18,20 +18,16 @@ caf::behavior compiler_worker(caf::event_based_actor*, build::build_settings set
 
 }  // namespace
 
-worker_pool spawn_compiler_pool(caf::actor_system& system, build::build_settings settings,
-                                const worker_pool_limits& limits) {
+worker_pool<compiler_pool_actor> spawn_compiler_pool(caf::actor_system& system,
+                                                     build::build_settings settings,
+                                                     const worker_pool_limits& limits) {
   return spawn_worker_pool<compile_job>(
       system, "compiler pool", "compiler workers", limits,
       [](int32_t i) { return fmt::format("compiler-{}", i); },
-      [settings](caf::actor_system& sys) {
+      [settings](caf::actor_system& sys) -> compiler_actor {
         // Builds block for seconds: a thread of their own, not the scheduler's.
         return sys.spawn<caf::detached>(compiler_worker, settings);
       });
-}
-
-void stop_worker_pool(const worker_pool& pool) {
-  caf::anon_send_exit(pool.pool, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(pool.supervisor, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace cuda_agent

@@ -10,7 +10,6 @@
 #include <functional>
 #include <string>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
 #include "actors/job_pool.hpp"
@@ -19,9 +18,10 @@
 
 namespace cuda_agent {
 
+template <class Pool>
 struct worker_pool {
-  caf::actor supervisor;  // owns the workers; stop it to stop them
-  caf::actor pool;        // where jobs go
+  supervisor_actor supervisor;  // owns the workers; stop it to stop them
+  Pool pool;                    // where jobs go
 };
 
 struct worker_pool_limits {
@@ -35,19 +35,19 @@ struct worker_pool_limits {
 // `supervisor_name`, and the job_pool<Jobs...> named `pool_name` in front that hands them out.
 // Worker i is named worker_name(i); `start` spawns one, at first and again on every restart.
 template <class... Jobs>
-worker_pool spawn_worker_pool(caf::actor_system& system, const std::string& pool_name,
-                              const std::string& supervisor_name, const worker_pool_limits& limits,
-                              const std::function<std::string(int32_t)>& worker_name,
-                              const std::function<caf::actor(caf::actor_system&)>& start) {
+worker_pool<job_pool_actor<Jobs...>> spawn_worker_pool(
+    caf::actor_system& system, const std::string& pool_name, const std::string& supervisor_name,
+    const worker_pool_limits& limits, const std::function<std::string(int32_t)>& worker_name,
+    const std::function<job_worker_actor<Jobs...>(caf::actor_system&)>& start) {
   supervisor_options sup{supervisor_name, restart_strategy::one_for_one, {}, {}};
   job_pool_options options;
   options.name = pool_name;
   for (int32_t i = 0; i < limits.workers; ++i) {
     auto name = worker_name(i);
-    sup.children.push_back({name, start});
+    sup.children.push_back(make_child(name, start));
     options.workers.push_back(std::move(name));
   }
-  worker_pool result;
+  worker_pool<job_pool_actor<Jobs...>> result;
   result.supervisor = spawn_supervisor(system, std::move(sup));
   options.supervisor = result.supervisor;
   options.max_waiting = limits.max_waiting;
@@ -57,10 +57,15 @@ worker_pool spawn_worker_pool(caf::actor_system& system, const std::string& pool
   return result;
 }
 
-worker_pool spawn_compiler_pool(caf::actor_system& system, build::build_settings settings,
-                                const worker_pool_limits& limits);
+worker_pool<compiler_pool_actor> spawn_compiler_pool(caf::actor_system& system,
+                                                     build::build_settings settings,
+                                                     const worker_pool_limits& limits);
 
 // Stops a pool and its workers.
-void stop_worker_pool(const worker_pool& pool);
+template <class Pool>
+void stop_worker_pool(const worker_pool<Pool>& pool) {
+  caf::anon_send_exit(pool.pool, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(pool.supervisor, caf::exit_reason::user_shutdown);
+}
 
 }  // namespace cuda_agent

@@ -42,26 +42,26 @@ struct episode_state {
   termination reason = termination::agent_done;
   std::string error;
   std::chrono::steady_clock::time_point started;
-  caf::response_promise done;
+  caf::typed_response_promise<episode_ended, reward_record, trajectory> done;
   static inline const char* name = "episode";
 };
-using episode_actor = caf::stateful_actor<episode_state>;
+using episode_self = episode_actor::stateful_pointer<episode_state>;
 
 template <class Message>
-void record(episode_actor* self, const std::string& sender, const std::string& receiver,
+void record(episode_self self, const std::string& sender, const std::string& receiver,
             const Message& message) {
   if (!self->state.peers.recorder) return;
   self->send(self->state.peers.recorder, record_atom::value,
              make_record(sender, receiver, self->state.config.episode_id, message));
 }
 
-std::string next_job_id(episode_actor* self) {
+std::string next_job_id(episode_self self) {
   return fmt::format("{}-job-{}", self->state.config.episode_id, ++self->state.jobs);
 }
 
-void ask_policy(episode_actor* self);
-void run_next_call(episode_actor* self);
-void end_loop(episode_actor* self, termination reason, std::string error = {});
+void ask_policy(episode_self self);
+void run_next_call(episode_self self);
+void end_loop(episode_self self, termination reason, std::string error = {});
 
 std::string format_ms(double ms) {
   return std::isnan(ms) ? std::string{"n/a"} : fmt::format("{:.4f} ms", ms);
@@ -75,9 +75,9 @@ std::string describe_timing(const char* what, const timing_stats& t) {
 
 // --- Routed commands: build, verify and profile go to the pools, not the sandbox ---------------
 
-void answer_call(episode_actor* self, const tool_call& call, tool_result result);
+void answer_call(episode_self self, const tool_call& call, tool_result result);
 
-compile_job make_compile_job(episode_actor* self) {
+compile_job make_compile_job(episode_self self) {
   const auto& c = self->state.config;
   return {next_job_id(self), c.episode_id, c.workdir.string(), c.device, c.arch};
 }
@@ -88,7 +88,7 @@ std::string build_failure_text(const compile_result& built) {
 
 // Builds, then calls `next` with a successful result; a failed build answers the call itself.
 template <class Next>
-void build_then(episode_actor* self, const tool_call& call, Next next) {
+void build_then(episode_self self, const tool_call& call, Next next) {
   auto job = make_compile_job(self);
   record(self, role::episode, role::compiler, job);
   self->request(self->state.peers.compiler, self->state.config.job_timeout, job)
@@ -114,7 +114,7 @@ void build_then(episode_actor* self, const tool_call& call, Next next) {
           });
 }
 
-void run_routed(episode_actor* self, const tool_call& call, const std::string& command) {
+void run_routed(episode_self self, const tool_call& call, const std::string& command) {
   const auto& c = self->state.config;
   if (command == "build") {
     build_then(self, call, [=](const compile_result& built) {
@@ -192,7 +192,7 @@ void run_routed(episode_actor* self, const tool_call& call, const std::string& c
 
 // --- The loop -------------------------------------------------------------------------------
 
-void answer_call(episode_actor* self, const tool_call& call, tool_result result) {
+void answer_call(episode_self self, const tool_call& call, tool_result result) {
   auto& st = self->state;
   record(self, routed_command(call).empty() ? role::tools : role::router, role::episode, result);
   st.context_tokens += estimate_tokens(result.output);
@@ -203,7 +203,7 @@ void answer_call(episode_actor* self, const tool_call& call, tool_result result)
   run_next_call(self);
 }
 
-void run_next_call(episode_actor* self) {
+void run_next_call(episode_self self) {
   auto& st = self->state;
   if (st.ending) return;
   if (st.calls.empty()) {
@@ -236,7 +236,7 @@ void run_next_call(episode_actor* self) {
             });
 }
 
-void on_policy_response(episode_actor* self, policy_response& response) {
+void on_policy_response(episode_self self, policy_response& response) {
   auto& st = self->state;
   record(self, role::policy, role::episode, response);
   st.tokens_used += response.prompt_tokens + response.completion_tokens;
@@ -266,7 +266,7 @@ void on_policy_response(episode_actor* self, policy_response& response) {
   run_next_call(self);
 }
 
-void ask_policy(episode_actor* self) {
+void ask_policy(episode_self self) {
   auto& st = self->state;
   st.request.turn += 1;
   record(self, role::episode, role::policy, st.request);
@@ -284,7 +284,7 @@ void ask_policy(episode_actor* self) {
 
 // --- The end: final evaluation, then the records -----------------------------------------------
 
-void finish(episode_actor* self, reward_record verdict) {
+void finish(episode_self self, reward_record verdict) {
   auto& st = self->state;
   verdict.episode_id = st.config.episode_id;
   record(self, role::episode, role::rollout, verdict);  // the episode's verdict, whoever produced it
@@ -307,7 +307,7 @@ reward_record failed_evaluation(std::string error, bool compiled = false) {
   return verdict;
 }
 
-void evaluate_final_candidate(episode_actor* self) {
+void evaluate_final_candidate(episode_self self) {
   auto& st = self->state;
   const auto& c = st.config;
   if (st.reason == termination::infrastructure_failure) {
@@ -347,7 +347,7 @@ void evaluate_final_candidate(episode_actor* self) {
           });
 }
 
-void end_loop(episode_actor* self, termination reason, std::string error) {
+void end_loop(episode_self self, termination reason, std::string error) {
   auto& st = self->state;
   if (st.ending) return;
   st.ending = true;
@@ -367,7 +367,7 @@ std::string task_prompt(const episode_config& c) {
       c.task.id, c.device == "cuda" ? "CUDA" : "C++", c.task.model_py);
 }
 
-caf::behavior episode(episode_actor* self, episode_config config, episode_peers peers) {
+episode_actor::behavior_type episode(episode_self self, episode_config config, episode_peers peers) {
   auto& st = self->state;
   st.config = std::move(config);
   st.peers = std::move(peers);
@@ -376,7 +376,7 @@ caf::behavior episode(episode_actor* self, episode_config config, episode_peers 
         auto& st = self->state;
         const auto& c = st.config;
         st.started = std::chrono::steady_clock::now();
-        st.done = self->make_response_promise();
+        st.done = self->make_response_promise<episode_ended, reward_record, trajectory>();
         st.record.episode_id = c.episode_id;
         st.record.task_id = c.task.id;
         st.record.policy = c.policy_name;
@@ -425,7 +425,7 @@ std::string routed_command(const tool_call& call) {
   return tools::routed_command(args["command"].get_ref<const std::string&>()).value_or("");
 }
 
-caf::actor spawn_episode(caf::actor_system& system, episode_config config, episode_peers peers) {
+episode_actor spawn_episode(caf::actor_system& system, episode_config config, episode_peers peers) {
   return system.spawn(episode, std::move(config), std::move(peers));
 }
 

@@ -14,12 +14,12 @@
 #include <string>
 #include <tuple>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
 
 #include "config/settings.hpp"
 #include "messages/atoms.hpp"
+#include "messages/interfaces.hpp"
 #include "messages/messages.hpp"
 
 namespace cuda_agent {
@@ -57,17 +57,17 @@ struct episode_config {
 void apply_episode_settings(const settings& config, episode_config& episode);
 
 struct episode_peers {
-  caf::actor policy;    // policy_request -> policy_response
-  caf::actor tools;     // tool_request -> tool_result (this episode's sandboxed tools)
-  caf::actor compiler;  // compile_job -> compile_result
-  caf::actor gpu;       // verify_job / profile_job / evaluate_job -> results
-  caf::actor recorder;  // (record_atom, recorded_message)
+  policy_actor policy;
+  tools_actor tools;  // this episode's sandboxed tools
+  compiler_pool_actor compiler;
+  gpu_pool_actor gpu;
+  recorder_actor recorder;  // may be unset: nothing is recorded
 };
 
 // "build", "verify" or "profile" when a Bash call is one of the commands that SKILL.md names and
 // the episode routes to the pools instead of the sandbox; empty otherwise.
 std::string routed_command(const tool_call& call);
 
-caf::actor spawn_episode(caf::actor_system& system, episode_config config, episode_peers peers);
+episode_actor spawn_episode(caf::actor_system& system, episode_config config, episode_peers peers);
 
 }  // namespace cuda_agent

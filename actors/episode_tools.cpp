@@ -8,8 +8,8 @@
 namespace cuda_agent {
 namespace {
 
-caf::behavior episode_tools(caf::event_based_actor* self,
-                            std::shared_ptr<tools::tool_session> session) {
+tools_actor::behavior_type episode_tools(tools_actor::pointer self,
+                                         std::shared_ptr<tools::tool_session> session) {
   // However the actor ends, the episode's commands end with it, also those of calls still in
   // flight (their tool-call actors hold the session).
   self->attach_functor([session] { session->close(); });
@@ -21,7 +21,7 @@ caf::behavior episode_tools(caf::event_based_actor* self,
 
 }  // namespace
 
-caf::actor spawn_episode_tools(caf::actor_system& system,
+tools_actor spawn_episode_tools(caf::actor_system& system,
                                std::shared_ptr<tools::tool_session> session) {
   return system.spawn(episode_tools, std::move(session));
 }

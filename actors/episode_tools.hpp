@@ -6,15 +6,15 @@
 
 #include <memory>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
 #include "actors/tools/tool_session.hpp"
+#include "messages/interfaces.hpp"
 
 namespace cuda_agent {
 
-// Understands (tool_request) -> tool_result, any number of times.
-caf::actor spawn_episode_tools(caf::actor_system& system,
+// Answers tool_request with tool_result (tools_actor), any number of times.
+tools_actor spawn_episode_tools(caf::actor_system& system,
                                std::shared_ptr<tools::tool_session> session);
 
 }  // namespace cuda_agent

@@ -24,8 +24,8 @@ auto unless_task_broken(Run run) -> caf::result<decltype(run())> {
   }
 }
 
-caf::behavior profiler_slot(caf::event_based_actor*, harness::harness_settings settings,
-                            std::string device) {
+gpu_slot_actor::behavior_type profiler_slot(gpu_slot_actor::pointer, harness::harness_settings settings,
+                                            std::string device) {
   auto harness = std::make_shared<harness::harness_process>(std::move(settings), std::move(device));
   return {
       [harness](const verify_job& job) { return unless_task_broken([&] { return harness->verify(job); }); },
@@ -38,12 +38,12 @@ caf::behavior profiler_slot(caf::event_based_actor*, harness::harness_settings s
 
 }  // namespace
 
-worker_pool spawn_gpu_pool(caf::actor_system& system, harness::harness_settings settings,
+worker_pool<gpu_pool_actor> spawn_gpu_pool(caf::actor_system& system, harness::harness_settings settings,
                            std::string device, const worker_pool_limits& limits) {
   return spawn_worker_pool<verify_job, profile_job, evaluate_job>(
       system, "gpu pool", "gpu slots", limits,
       [device](int32_t i) { return fmt::format("{}-slot-{}", device, i); },
-      [settings, device](caf::actor_system& sys) {
+      [settings, device](caf::actor_system& sys) -> gpu_slot_actor {
         return sys.spawn<caf::detached>(profiler_slot, settings, device);
       });
 }

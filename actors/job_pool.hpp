@@ -1,7 +1,7 @@
 // The pool building block behind the compiler pool and the GPU pool: a fixed set of worker actors
 // (compiler workers, GPU profiler slots), each running one job at a time. A worker's turn is the
-// credit: a job waits in a bounded queue until a worker is free, so nothing reaches a worker's
-// mailbox without a grant, however many episodes ask at once.
+// credit (actors/credit_queue.hpp): a job waits in a bounded queue until a worker is free, so
+// nothing reaches a worker's mailbox without a grant, however many episodes ask at once.
 //
 // The pool owns every deadline: a job that waits longer than max_wait, or finds the queue full,
 // is rejected with an error that says so; a job that runs longer than job_timeout gives its
@@ -17,82 +17,119 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 
 #include "actors/credit_queue.hpp"
 #include "actors/supervisor.hpp"
-#include "messages/atoms.hpp"
-#include "messages/messages.hpp"
+#include "messages/interfaces.hpp"
 
 namespace cuda_agent {
 
-
 struct job_pool_options {
   std::string name = "pool";
-  caf::actor supervisor;             // owns the workers
+  supervisor_actor supervisor;       // owns the workers
   std::vector<std::string> workers;  // their names under the supervisor; one job each at a time
   std::size_t max_waiting = 256;
   std::chrono::milliseconds max_wait{std::chrono::minutes{30}};
   std::chrono::milliseconds job_timeout{std::chrono::minutes{10}};
 };
 
-// The reply type of each job type a pool can run.
-template <class Job> struct job_result_of;
-template <> struct job_result_of<compile_job> { using type = compile_result; };
-template <> struct job_result_of<verify_job> { using type = verify_result; };
-template <> struct job_result_of<profile_job> { using type = profile_result; };
-template <> struct job_result_of<evaluate_job> { using type = reward_record; };
-
 namespace detail {
 
+template <class Worker>
 struct waiting_job {
-  std::function<void(const caf::actor& worker, std::size_t slot)> run;
+  std::function<void(const Worker& worker, std::size_t slot)> run;
   std::function<void(const std::string& why)> reject;
 };
 
+template <class Worker>
 struct job_pool_state {
   job_pool_options options;
-  credit_queue<waiting_job> queue;  // a credit is a worker slot
+  credit_queue<waiting_job<Worker>> queue;  // a credit is a worker slot
   int32_t rejected = 0;
   static inline const char* name = "job_pool";
 };
-using job_pool_actor = caf::stateful_actor<job_pool_state>;
 
-void init(job_pool_actor* self, job_pool_options options);
-void enqueue(job_pool_actor* self, waiting_job job, const caf::actor_addr& requester);
-void release(job_pool_actor* self, std::size_t slot);
-void expire(job_pool_actor* self, uint64_t id);  // the waiting deadline of job `id` has passed
+template <class... Jobs>
+using job_pool_self =
+    typename job_pool_actor<Jobs...>::template stateful_pointer<job_pool_state<job_worker_actor<Jobs...>>>;
+
+template <class Worker, class Self>
+void release(Self self, std::size_t slot);
+
+// Hands free workers to waiting jobs, oldest first.
+template <class Worker, class Self>
+void dispatch(Self self) {
+  auto& st = self->state;
+  while (auto granted = st.queue.next()) {
+    const auto slot = granted->credit;
+    auto job = std::move(granted->item);
+    const auto worker_name = st.options.workers[slot];
+    // Ask the supervisor each time: after a restart the worker is a different actor.
+    request_child<Worker>(
+        self, st.options.supervisor, std::chrono::seconds{30}, worker_name,
+        [job, slot](const Worker& worker) mutable { job.run(worker, slot); },
+        [self, job, slot, worker_name](caf::error& error) mutable {
+          job.reject(fmt::format("{}: worker {} is not available: {}", self->state.options.name,
+                                 worker_name, self->system().render(error)));
+          release<Worker>(self, slot);
+        });
+  }
+}
+
+// Gives worker `slot` back and hands it to the next waiting job.
+template <class Worker, class Self>
+void release(Self self, std::size_t slot) {
+  self->state.queue.release(slot);
+  dispatch<Worker>(self);
+}
 
 // Queues a job of type Job; its promise is answered by the worker's reply or a pool error.
-template <class Job>
-auto job_handler(job_pool_actor* self) {
+template <class Job, class Worker, class Self>
+auto job_handler(Self self) {
   using result_type = typename job_result_of<Job>::type;
   return [self](Job& job) -> caf::result<result_type> {
-    const auto requester = self->current_sender();  // before the promise takes the sender
-    auto promise = self->make_response_promise<result_type>();
-    waiting_job entry;
-    entry.run = [self, job, promise](const caf::actor& worker, std::size_t slot) mutable {
+    auto& st = self->state;
+    const auto requester = caf::actor_cast<caf::actor_addr>(self->current_sender());  // before the promise takes it
+    auto promise = self->template make_response_promise<result_type>();
+    if (st.options.workers.empty()) {
+      ++st.rejected;
+      promise.deliver(caf::make_error(caf::sec::runtime_error, st.options.name + ": has no workers"));
+      return promise;
+    }
+    waiting_job<Worker> entry;
+    entry.run = [self, job, promise](const Worker& worker, std::size_t slot) mutable {
       self->request(worker, self->state.options.job_timeout, job)
           .then(
               [self, promise, slot](result_type& result) mutable {
                 promise.deliver(std::move(result));
-                release(self, slot);
+                release<Worker>(self, slot);
               },
               [self, promise, slot](caf::error& error) mutable {
                 promise.deliver(caf::make_error(
                     caf::sec::runtime_error,
                     self->state.options.name + ": worker " + self->state.options.workers[slot] +
                         " failed: " + self->system().render(error)));
-                release(self, slot);
+                release<Worker>(self, slot);
               });
     };
     entry.reject = [promise](const std::string& why) mutable {
       promise.deliver(caf::make_error(caf::sec::runtime_error, why));
     };
-    enqueue(self, std::move(entry), caf::actor_cast<caf::actor_addr>(requester));
+    const auto id = st.queue.push(std::move(entry), requester);
+    if (id == 0) {
+      ++st.rejected;
+      promise.deliver(caf::make_error(
+          caf::sec::runtime_error,
+          fmt::format("{}: queue full ({} jobs waiting); retry later or raise the pool's max_waiting",
+                      st.options.name, st.queue.waiting())));
+      return promise;
+    }
+    watch_waiter(self, id, requester, st.options.max_wait);
+    dispatch<Worker>(self);
     return promise;
   };
 }
@@ -100,19 +137,33 @@ auto job_handler(job_pool_actor* self) {
 }  // namespace detail
 
 // Spawns a pool that runs the job types Jobs... (e.g. compile_job, or verify_job, profile_job
-// and evaluate_job) on its workers, and answers (pool_stats_atom).
+// and evaluate_job) on its workers, which answer job_worker_actor<Jobs...>.
 template <class... Jobs>
-caf::actor spawn_job_pool(caf::actor_system& system, job_pool_options options) {
-  return system.spawn([options](detail::job_pool_actor* self) mutable {
-    detail::init(self, std::move(options));
-    return caf::behavior{
-        detail::job_handler<Jobs>(self)...,
-        [self](expire_atom, uint64_t id) { detail::expire(self, id); },
+job_pool_actor<Jobs...> spawn_job_pool(caf::actor_system& system, job_pool_options options) {
+  using worker_type = job_worker_actor<Jobs...>;
+  return system.spawn([options](detail::job_pool_self<Jobs...> self) mutable
+                      -> typename job_pool_actor<Jobs...>::behavior_type {
+    auto& st = self->state;
+    st.options = std::move(options);
+    st.queue = credit_queue<detail::waiting_job<worker_type>>{st.options.workers.size(),
+                                                             st.options.max_waiting};
+    // A requester that dies while its job waits gives up its place.
+    self->set_down_handler([self](caf::down_msg& down) { self->state.queue.drop_waiter(down.source); });
+    return {
+        detail::job_handler<Jobs, worker_type>(self)...,
         [self](pool_stats_atom) {
           const auto& q = self->state.queue;
           return pool_stats{static_cast<int32_t>(q.credits()), static_cast<int32_t>(q.in_use()),
                             static_cast<int32_t>(q.waiting()), self->state.rejected,
                             static_cast<int32_t>(q.peak_waiting())};
+        },
+        [self](expire_atom, uint64_t id) {
+          auto& st = self->state;
+          auto job = st.queue.expire(id);
+          if (!job) return;  // already running or done
+          ++st.rejected;
+          job->reject(fmt::format("{}: waited {} ms for a free worker; all {} were busy",
+                                  st.options.name, st.options.max_wait.count(), st.queue.credits()));
         }};
   });
 }

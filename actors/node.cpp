@@ -29,8 +29,8 @@ worker_pool_limits pool_limits(const settings& config, const char* workers_key) 
 }  // namespace
 
 void node_services::stop() const {
-  for (const auto& pool : {compiler, gpu})
-    if (pool.pool) stop_worker_pool(pool);
+  if (compiler.pool) stop_worker_pool(compiler);
+  if (gpu.pool) stop_worker_pool(gpu);
   if (policy_supervisor) caf::anon_send_exit(policy_supervisor, caf::exit_reason::user_shutdown);
   if (recorder) caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
 }
@@ -71,9 +71,9 @@ node_services start_node_services(caf::actor_system& system, const settings& con
     const auto limits = policy::policy_limits::from(policy_settings);
     supervisor_options supervision;
     supervision.name = "policy";
-    supervision.children.push_back({"policy", [backend, limits](caf::actor_system& sys) {
-                                      return policy::spawn_policy(sys, backend, limits);
-                                    }});
+    supervision.children.push_back(make_child("policy", [backend, limits](caf::actor_system& sys) {
+      return policy::spawn_policy(sys, backend, limits);
+    }));
     node.policy_supervisor = spawn_supervisor(system, std::move(supervision));
     node.policy_backend = backend;
   }

@@ -16,7 +16,6 @@
 #include <memory>
 #include <string>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
@@ -25,22 +24,23 @@
 #include "actors/harness/harness_process.hpp"
 #include "actors/policy/policy_backend.hpp"
 #include "config/settings.hpp"
+#include "messages/interfaces.hpp"
 
 namespace cuda_agent {
 
 struct node_services {
-  caf::actor recorder;  // empty when the node records nothing
+  recorder_actor recorder;  // empty when the node records nothing
   // The policy actor runs under this supervisor as its child "policy" (empty when the caller
   // provides its own policy): a policy actor that crashes is restarted with the same backend,
   // and episodes ask the supervisor for the current one (rollout_services::policy_supervisor).
-  caf::actor policy_supervisor;
+  supervisor_actor policy_supervisor;
   // The backend the policy actor serves (empty without a policy): `train --live` pushes new
   // weights into it (policy::torch_backend::update_weights).
   std::shared_ptr<policy::policy_backend> policy_backend;
-  worker_pool compiler;
-  worker_pool gpu;
+  worker_pool<compiler_pool_actor> compiler;
+  worker_pool<gpu_pool_actor> gpu;
   // Starts the tools of an episode whose directory is prepared (sandbox per sandbox.*).
-  std::function<caf::actor(const episode_config&)> make_tools;
+  std::function<tools_actor(const episode_config&)> make_tools;
 
   void stop() const;  // stops every actor above
 };

@@ -10,8 +10,8 @@ struct recorder_state {
   static inline const char* name = "recorder";
 };
 
-caf::behavior recorder(caf::stateful_actor<recorder_state>* self,
-                       std::shared_ptr<message_log::writer> writer) {
+recorder_actor::behavior_type recorder(recorder_actor::stateful_pointer<recorder_state> self,
+                                      std::shared_ptr<message_log::writer> writer) {
   self->state.writer = std::move(writer);
   // An append that fails (a full disk) throws, which ends the recorder with an error: its
   // supervisor decides what happens next, and no record is half-written (writer.hpp).
@@ -42,7 +42,7 @@ void add_recorder_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<recorded_message>(type_name_of<recorded_message>());
 }
 
-caf::actor spawn_recorder(caf::actor_system& system, message_log::writer writer) {
+recorder_actor spawn_recorder(caf::actor_system& system, message_log::writer writer) {
   auto shared = std::make_shared<message_log::writer>(std::move(writer));
   return system.spawn<caf::detached>(recorder, std::move(shared));
 }

@@ -49,24 +49,34 @@ struct replay_source_state {
   recorded_answers answers;
   static inline const char* name = "replay_source";
 };
-using replay_source_actor = caf::stateful_actor<replay_source_state>;
+// It stands in for every peer of the episode at once: the policy, the tools and both pools.
+using replay_source_actor = caf::typed_actor<
+    caf::replies_to<policy_request>::with<policy_response>,
+    caf::replies_to<policy_stats_atom>::with<policy_stats>,
+    caf::replies_to<tool_request>::with<tool_result>,
+    caf::replies_to<compile_job>::with<compile_result>,
+    caf::replies_to<verify_job>::with<verify_result>,
+    caf::replies_to<profile_job>::with<profile_result>,
+    caf::replies_to<evaluate_job>::with<reward_record>,
+    caf::replies_to<pool_stats_atom>::with<pool_stats>, caf::reacts_to<expire_atom, uint64_t>>;
+using replay_source_self = replay_source_actor::stateful_pointer<replay_source_state>;
 
 // Hands out the next recorded answer of a kind. Where the recording stops and the original ran
 // out of time, the deadline is what happened next: it is fed to the episode before the error.
 template <class T>
-caf::result<T> next_answer(replay_source_actor* self, std::deque<T>& queue, const char* kind) {
+caf::result<T> next_answer(replay_source_self self, std::deque<T>& queue, const char* kind) {
   if (!queue.empty()) {
     T answer = std::move(queue.front());
     queue.pop_front();
     return answer;
   }
   if (self->state.answers.ended_by_timeout)
-    self->send(caf::actor_cast<caf::actor>(self->current_sender()), deadline_atom::value);
+    self->send(caf::actor_cast<episode_actor>(self->current_sender()), deadline_atom::value);
   return caf::make_error(caf::sec::runtime_error,
                          fmt::format("the log holds no further {} for this episode", kind));
 }
 
-caf::behavior replay_source(replay_source_actor* self, recorded_answers answers) {
+replay_source_actor::behavior_type replay_source(replay_source_self self, recorded_answers answers) {
   self->state.answers = std::move(answers);
   auto& a = self->state.answers;
   return {
@@ -76,6 +86,10 @@ caf::behavior replay_source(replay_source_actor* self, recorded_answers answers)
       [=, &a](const verify_job&) { return next_answer(self, a.verdicts, "verify_result"); },
       [=, &a](const profile_job&) { return next_answer(self, a.timings, "profile_result"); },
       [=, &a](const evaluate_job&) { return next_answer(self, a.rewards, "reward_record"); },
+      // A replay has no credit to report or expire.
+      [](policy_stats_atom) { return policy_stats{}; },
+      [](pool_stats_atom) { return pool_stats{}; },
+      [](expire_atom, uint64_t) {},
   };
 }
 
@@ -85,7 +99,7 @@ struct captured {
   std::vector<recorded_message> messages;
 };
 
-caf::behavior capture(caf::event_based_actor*, std::shared_ptr<captured> sink) {
+recorder_actor::behavior_type capture(recorder_actor::pointer, std::shared_ptr<captured> sink) {
   return {
       [sink](record_atom, const recorded_message& m) {
         std::lock_guard<std::mutex> lock{sink->mutex};

@@ -32,15 +32,15 @@ struct rollout_state {
   int32_t histogram[4] = {0, 0, 0, 0};  // rewards -1, 1, 2, 3
   int32_t admitted = 0;          // first attempts started (the staleness bound counts these)
   int64_t batches_trained = 0;   // the learner's last learner_update.step
-  std::map<std::string, std::pair<caf::actor, caf::actor>> live;  // episode id -> (episode, tools)
-  caf::response_promise finished;
+  std::map<std::string, std::pair<episode_actor, tools_actor>> live;  // episode id -> (episode, tools)
+  caf::typed_response_promise<int32_t> finished;
   bool finishing = false;  // the last episode has settled; the log is being flushed
   static inline const char* name = "rollout_manager";
 };
-using rollout_actor = caf::stateful_actor<rollout_state>;
+using rollout_self = rollout_actor::stateful_pointer<rollout_state>;
 
-void admit(rollout_actor* self);
-void finish(rollout_actor* self);
+void admit(rollout_self self);
+void finish(rollout_self self);
 
 std::string episode_id_of(const rollout_plan& plan, const pending_episode& p) {
   return format_episode_id({plan.run_id, p.index, plan.resume, p.attempt});
@@ -61,7 +61,7 @@ trajectory failed_trajectory(const episode_summary& s) {
   return t;
 }
 
-void settle(rollout_actor* self, const pending_episode& p, episode_summary summary,
+void settle(rollout_self self, const pending_episode& p, episode_summary summary,
             trajectory record) {
   auto& st = self->state;
   const bool infrastructure = summary.ended.reason == termination::infrastructure_failure;
@@ -94,7 +94,7 @@ episode_summary infrastructure_failure(const std::string& id, const task_spec& t
 }
 
 // A started episode that failed outside the agent: its tools stop, and it is retried or reported.
-void abandon(rollout_actor* self, const pending_episode& p, const caf::actor& tools,
+void abandon(rollout_self self, const pending_episode& p, const tools_actor& tools,
              const std::string& id, const task_spec& task, std::string why) {
   self->send_exit(tools, caf::exit_reason::user_shutdown);
   self->state.admission.release(p.credit);
@@ -104,8 +104,8 @@ void abandon(rollout_actor* self, const pending_episode& p, const caf::actor& to
   admit(self);
 }
 
-void launch_episode(rollout_actor* self, const pending_episode& p, const episode_config& config,
-                    const caf::actor& tools, const caf::actor& policy) {
+void launch_episode(rollout_self self, const pending_episode& p, const episode_config& config,
+                    const tools_actor& tools, const policy_actor& policy) {
   auto& st = self->state;
   if (!st.finished.pending()) {  // the run stopped while this episode was being set up
     self->send_exit(tools, caf::exit_reason::user_shutdown);
@@ -136,7 +136,7 @@ void launch_episode(rollout_actor* self, const pending_episode& p, const episode
           });
 }
 
-void start_episode(rollout_actor* self, pending_episode p) {
+void start_episode(rollout_self self, pending_episode p) {
   auto& st = self->state;
   const auto& task = st.plan.tasks[static_cast<std::size_t>(p.index) % st.plan.tasks.size()];
   const auto id = episode_id_of(st.plan, p);
@@ -144,7 +144,7 @@ void start_episode(rollout_actor* self, pending_episode p) {
   config.episode_id = id;
   config.task = task;
   config.attempt = p.attempt;
-  caf::actor tools;
+  tools_actor tools;
   try {
     const auto paths = prepare_episode_dir(st.plan.episodes_dir, id, task, st.plan.sources);
     config.workdir = paths.workdir;
@@ -161,12 +161,12 @@ void start_episode(rollout_actor* self, pending_episode p) {
     launch_episode(self, p, config, tools, st.services.policy);
     return;
   }
-  self->request(st.services.policy_supervisor, std::chrono::seconds{30}, child_atom::value,
-                std::string{"policy"})
-      .then([=](caf::actor& policy) { launch_episode(self, p, config, tools, policy); },
-            [=](caf::error& error) {
-              abandon(self, p, tools, id, task, "no policy actor: " + self->system().render(error));
-            });
+  request_child<policy_actor>(
+      self, st.services.policy_supervisor, std::chrono::seconds{30}, "policy",
+      [=](const policy_actor& policy) { launch_episode(self, p, config, tools, policy); },
+      [=](caf::error& error) {
+        abandon(self, p, tools, id, task, "no policy actor: " + self->system().render(error));
+      });
 }
 
 // Whether `next` may start now under the learner's staleness bound (rollout_manager.hpp).
@@ -176,7 +176,7 @@ bool within_staleness(const rollout_state& st, const pending_episode& next) {
   return batch <= st.batches_trained + st.plan.staleness;
 }
 
-void admit(rollout_actor* self) {
+void admit(rollout_self self) {
   auto& st = self->state;
   const auto may_start = [&st](const pending_episode& next) { return within_staleness(st, next); };
   while (auto granted = st.admission.next(may_start)) {
@@ -189,7 +189,7 @@ void admit(rollout_actor* self) {
     finish(self);
 }
 
-caf::error recorder_stopped(rollout_actor* self, const caf::error& reason) {
+caf::error recorder_stopped(rollout_self self, const caf::error& reason) {
   const auto why = "the recorder stopped (" + self->system().render(reason) +
                    "), so the message log is incomplete; the rollout stops";
   spdlog::error("{}", why);
@@ -198,7 +198,7 @@ caf::error recorder_stopped(rollout_actor* self, const caf::error& reason) {
 
 // A run is done only once its log is on stable storage: a recorder that died while the last
 // episodes settled (its down message still on the way) fails the flush, and so the run.
-void finish(rollout_actor* self) {
+void finish(rollout_self self) {
   auto& st = self->state;
   if (st.finishing) return;
   st.finishing = true;
@@ -217,8 +217,9 @@ void finish(rollout_actor* self) {
           });
 }
 
-caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_services services,
-                              std::shared_ptr<rollout_results> results) {
+rollout_actor::behavior_type rollout_manager(rollout_self self, rollout_plan plan,
+                                             rollout_services services,
+                                             std::shared_ptr<rollout_results> results) {
   auto& st = self->state;
   st.plan = std::move(plan);
   st.services = std::move(services);
@@ -258,7 +259,7 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
         auto& st = self->state;
         if (st.plan.tasks.empty())
           return caf::make_error(caf::sec::runtime_error, "the rollout has no tasks");
-        st.finished = self->make_response_promise();
+        st.finished = self->make_response_promise<int32_t>();
         std::vector<bool> settled(static_cast<std::size_t>(st.plan.episodes), false);
         {
           std::lock_guard<std::mutex> lock{st.results->mutex};
@@ -288,7 +289,7 @@ caf::behavior rollout_manager(rollout_actor* self, rollout_plan plan, rollout_se
 
 }  // namespace
 
-caf::actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,
+rollout_actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,
                                  rollout_services services,
                                  std::shared_ptr<rollout_results> results) {
   return system.spawn(rollout_manager, std::move(plan), std::move(services), std::move(results));

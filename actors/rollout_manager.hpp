@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include <caf/actor.hpp>
+
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
 
@@ -69,22 +69,21 @@ struct rollout_plan {
 };
 
 struct rollout_services {
-  caf::actor policy;  // used when there is no policy_supervisor
-  caf::actor compiler;
-  caf::actor gpu;
-  caf::actor recorder;
-  // This episode's tools (an actor answering tool_request), started before the episode and
-  // stopped after it.
-  std::function<caf::actor(const episode_config&)> make_tools;
+  policy_actor policy;  // used when there is no policy_supervisor
+  compiler_pool_actor compiler;
+  gpu_pool_actor gpu;
+  recorder_actor recorder;
+  // This episode's tools, started before the episode and stopped after it.
+  std::function<tools_actor(const episode_config&)> make_tools;
   // When set, every episode asks it for its current child "policy" before it starts, so that an
   // episode retried after the policy actor crashed talks to the restarted one.
-  caf::actor policy_supervisor;
+  supervisor_actor policy_supervisor;
   // When set, every settled episode's trajectory goes to it and admission waits for its
   // learner_update messages (above).
-  caf::actor learner;
+  learner_actor learner;
 };
 
-caf::actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,
+rollout_actor spawn_rollout_manager(caf::actor_system& system, rollout_plan plan,
                                  rollout_services services,
                                  std::shared_ptr<rollout_results> results);
 

@@ -16,25 +16,25 @@ struct supervisor_state {
   supervisor_options options;
   std::map<std::string, caf::actor> running;  // by child name; absent once finished
   std::deque<clock_type::time_point> recent_restarts;
-  int restarts = 0;
+  int32_t restarts = 0;
   static inline const char* name = "supervisor";
 };
-using supervisor_actor = caf::stateful_actor<supervisor_state>;
+using supervisor_self = supervisor_actor::stateful_pointer<supervisor_state>;
 
-void start_child(supervisor_actor* self, const child_spec& spec) {
-  auto child = spec.start(self->system());
+void start_child(supervisor_self self, const child_spec& spec) {
+  auto child = caf::actor_cast<caf::actor>(spec.start(self->system()));
   self->monitor(child);
   self->state.running[spec.name] = std::move(child);
 }
 
-void stop_children(supervisor_actor* self) {
+void stop_children(supervisor_self self) {
   for (auto& [name, child] : self->state.running)
     self->send_exit(child, caf::exit_reason::user_shutdown);
   self->state.running.clear();
 }
 
 // Spends one restart from the budget; false when the budget is exhausted.
-bool spend_restart(supervisor_actor* self) {
+bool spend_restart(supervisor_self self) {
   auto& st = self->state;
   const auto now = clock_type::now();
   while (!st.recent_restarts.empty() && now - st.recent_restarts.front() > st.options.budget.window)
@@ -45,7 +45,7 @@ bool spend_restart(supervisor_actor* self) {
   return true;
 }
 
-void on_child_down(supervisor_actor* self, const caf::down_msg& down) {
+void on_child_down(supervisor_self self, const caf::down_msg& down) {
   auto& st = self->state;
   auto it = std::find_if(st.running.begin(), st.running.end(),
                          [&](const auto& entry) { return entry.second.address() == down.source; });
@@ -84,7 +84,7 @@ void on_child_down(supervisor_actor* self, const caf::down_msg& down) {
     if (std::find(names.begin(), names.end(), spec.name) != names.end()) start_child(self, spec);
 }
 
-caf::behavior supervisor(supervisor_actor* self, supervisor_options options) {
+supervisor_actor::behavior_type supervisor(supervisor_self self, supervisor_options options) {
   self->state.options = std::move(options);
   for (const auto& spec : self->state.options.children) start_child(self, spec);
   self->set_down_handler([=](caf::down_msg& down) { on_child_down(self, down); });
@@ -94,13 +94,13 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_options options) {
     self->quit(exit.reason);
   });
   return {
-      [=](child_atom, const std::string& name) -> caf::result<caf::actor> {
+      [=](child_atom, const std::string& name) -> caf::result<caf::strong_actor_ptr> {
         auto it = self->state.running.find(name);
         if (it == self->state.running.end())
           return caf::make_error(caf::sec::runtime_error,
                                  fmt::format("{}: no running child named '{}'",
                                              self->state.options.name, name));
-        return it->second;
+        return caf::actor_cast<caf::strong_actor_ptr>(it->second);
       },
       [=](restarts_atom) { return self->state.restarts; },
   };
@@ -108,7 +108,7 @@ caf::behavior supervisor(supervisor_actor* self, supervisor_options options) {
 
 }  // namespace
 
-caf::actor spawn_supervisor(caf::actor_system& system, supervisor_options options) {
+supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_options options) {
   return system.spawn(supervisor, std::move(options));
 }
 

@@ -12,8 +12,8 @@ struct tool_call_state {
   static inline const char* name = "tool_call";
 };
 
-caf::behavior tool_call_actor(caf::stateful_actor<tool_call_state>* self,
-                              std::shared_ptr<tools::tool_session> session) {
+tools_actor::behavior_type tool_call_actor(tools_actor::stateful_pointer<tool_call_state> self,
+                                           std::shared_ptr<tools::tool_session> session) {
   return {
       [=](const tool_request& request) -> tool_result {
         // run_tool turns every failure into an error result: the episode always gets an answer.
@@ -26,7 +26,7 @@ caf::behavior tool_call_actor(caf::stateful_actor<tool_call_state>* self,
 
 }  // namespace
 
-caf::actor spawn_tool_call(caf::actor_system& system,
+tools_actor spawn_tool_call(caf::actor_system& system,
                            std::shared_ptr<tools::tool_session> session) {
   return system.spawn<caf::detached>(tool_call_actor, std::move(session));
 }

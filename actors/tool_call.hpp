@@ -9,15 +9,15 @@
 
 #include <memory>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
 #include "actors/tools/tool_session.hpp"
+#include "messages/interfaces.hpp"
 
 namespace cuda_agent {
 
-// Understands: (tool_request) -> tool_result, once; then the actor is gone.
-caf::actor spawn_tool_call(caf::actor_system& system,
+// Answers one tool_request with a tool_result (tools_actor); then the actor is gone.
+tools_actor spawn_tool_call(caf::actor_system& system,
                            std::shared_ptr<tools::tool_session> session);
 
 }  // namespace cuda_agent

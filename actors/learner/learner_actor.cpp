@@ -13,18 +13,18 @@ namespace {
 struct learner_state {
   int32_t batch_episodes = 1;
   train_function train;
-  caf::actor recorder;
+  recorder_actor recorder;
   std::vector<trajectory> usable;  // this batch's trajectories that can be trained on
   int32_t settled = 0;             // this batch's episodes, usable or not
   int64_t steps = 0;
   learner_update last;
   static inline const char* name = "learner";
 };
-using learner_actor = caf::stateful_actor<learner_state>;
+using learner_self = learner_actor::stateful_pointer<learner_state>;
 
 // Consumes the open batch: one step where it holds something to train on, else an update that
 // leaves the weights as they are. Either way the batch counts, so admission moves on.
-learner_update close_batch(learner_actor* self) {
+learner_update close_batch(learner_self self) {
   auto& st = self->state;
   learner_update update;
   if (!st.usable.empty()) {
@@ -41,8 +41,8 @@ learner_update close_batch(learner_actor* self) {
   return update;
 }
 
-caf::behavior learner_behavior(learner_actor* self, int32_t batch_episodes, train_function train,
-                               caf::actor recorder) {
+learner_actor::behavior_type learner_behavior(learner_self self, int32_t batch_episodes,
+                                              train_function train, recorder_actor recorder) {
   auto& st = self->state;
   st.batch_episodes = std::max<int32_t>(1, batch_episodes);
   st.train = std::move(train);
@@ -52,7 +52,7 @@ caf::behavior learner_behavior(learner_actor* self, int32_t batch_episodes, trai
         auto& st = self->state;
         if (t.reason != termination::infrastructure_failure && !t.turns.empty()) st.usable.push_back(std::move(t));
         if (++st.settled < st.batch_episodes) return;
-        auto to = caf::actor_cast<caf::actor>(self->current_sender());
+        auto to = caf::actor_cast<learner_listener_actor>(self->current_sender());
         const auto update = close_batch(self);
         if (to) self->send(to, update);
       },
@@ -65,8 +65,8 @@ caf::behavior learner_behavior(learner_actor* self, int32_t batch_episodes, trai
 
 }  // namespace
 
-caf::actor spawn_learner_actor(caf::actor_system& system, int32_t batch_episodes, train_function train,
-                               caf::actor recorder) {
+learner_actor spawn_learner_actor(caf::actor_system& system, int32_t batch_episodes,
+                                  train_function train, recorder_actor recorder) {
   return system.spawn<caf::detached>(learner_behavior, batch_episodes, std::move(train), std::move(recorder));
 }
 

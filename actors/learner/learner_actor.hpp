@@ -21,9 +21,10 @@
 #include <functional>
 #include <vector>
 
-#include <caf/actor.hpp>
+
 #include <caf/actor_system.hpp>
 
+#include "messages/interfaces.hpp"
 #include "messages/messages.hpp"
 
 namespace cuda_agent::learner {
@@ -32,7 +33,7 @@ namespace cuda_agent::learner {
 // weight_version, samples and losses filled (step is the actor's).
 using train_function = std::function<learner_update(std::vector<trajectory> batch)>;
 
-caf::actor spawn_learner_actor(caf::actor_system& system, int32_t batch_episodes, train_function train,
-                               caf::actor recorder);
+learner_actor spawn_learner_actor(caf::actor_system& system, int32_t batch_episodes,
+                                  train_function train, recorder_actor recorder);
 
 }  // namespace cuda_agent::learner

@@ -14,22 +14,26 @@ namespace {
 
 struct waiting_request {
   policy_request request;
-  caf::response_promise promise;
+  caf::typed_response_promise<policy_response> promise;
 };
+
+// One backend call: answers one request on a thread of its own, then ends.
+using backend_call_actor = caf::typed_actor<caf::replies_to<policy_request>::with<policy_response>>;
 
 struct policy_state {
   std::shared_ptr<policy_backend> backend;
   policy_limits limits;
-  caf::actor recorder;  // may be unset
+  recorder_actor recorder;  // may be unset
   credit_queue<waiting_request> queue;  // a credit is a request in flight to the backend
   int32_t peak_running = 0;
   int64_t rejected = 0;
   static inline const char* name = "policy";
 };
-using policy_actor = caf::stateful_actor<policy_state>;
+using policy_self = policy_actor::stateful_pointer<policy_state>;
 
 // One request on a thread of its own; the actor ends after answering.
-caf::behavior backend_call(caf::event_based_actor* self, std::shared_ptr<policy_backend> backend) {
+backend_call_actor::behavior_type backend_call(backend_call_actor::pointer self,
+                                              std::shared_ptr<policy_backend> backend) {
   return {[self, backend](const policy_request& request) -> caf::result<policy_response> {
     auto answer = [&]() -> caf::result<policy_response> {
       try {
@@ -44,15 +48,15 @@ caf::behavior backend_call(caf::event_based_actor* self, std::shared_ptr<policy_
   }};
 }
 
-void start(policy_actor* self, std::size_t credit, waiting_request next);
+void start(policy_self self, std::size_t credit, waiting_request next);
 
 // Starts waiting requests while credits are free, oldest first.
-void dispatch(policy_actor* self) {
+void dispatch(policy_self self) {
   auto& st = self->state;
   while (auto granted = st.queue.next()) start(self, granted->credit, std::move(granted->item));
 }
 
-void start(policy_actor* self, std::size_t credit, waiting_request next) {
+void start(policy_self self, std::size_t credit, waiting_request next) {
   auto& st = self->state;
   st.peak_running = std::max(st.peak_running, static_cast<int32_t>(st.queue.in_use()));
   auto worker = self->spawn<caf::detached>(backend_call, st.backend);
@@ -77,8 +81,8 @@ void start(policy_actor* self, std::size_t credit, waiting_request next) {
           });
 }
 
-caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend> backend,
-                              policy_limits limits, caf::actor recorder) {
+policy_actor::behavior_type policy_behavior(policy_self self, std::shared_ptr<policy_backend> backend,
+                                           policy_limits limits, recorder_actor recorder) {
   auto& st = self->state;
   st.backend = std::move(backend);
   st.limits = limits;
@@ -92,7 +96,7 @@ caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend
       [self](policy_request& request) -> caf::result<policy_response> {
         auto& st = self->state;
         if (auto credit = st.queue.acquire()) {
-          auto promise = self->make_response_promise();
+          auto promise = self->make_response_promise<policy_response>();
           start(self, *credit, {std::move(request), promise});
           return promise;
         }
@@ -107,7 +111,7 @@ caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend
                   " waiting (policy.max_concurrency, policy.max_queue); retry later or raise them");
         }
         const auto waiter = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        auto promise = self->make_response_promise();
+        auto promise = self->make_response_promise<policy_response>();
         const auto id = st.queue.push({std::move(request), promise}, waiter);
         watch_waiter(self, id, waiter, st.limits.max_wait);
         return promise;
@@ -133,13 +137,13 @@ caf::behavior policy_behavior(policy_actor* self, std::shared_ptr<policy_backend
 
 }  // namespace
 
-caf::actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,
-                        policy_limits limits, caf::actor recorder) {
+policy_actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,
+                          policy_limits limits, recorder_actor recorder) {
   return system.spawn(policy_behavior, std::move(backend), limits, std::move(recorder));
 }
 
-caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
-                        caf::actor recorder) {
+policy_actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
+                          recorder_actor recorder) {
   return spawn_policy(system, make_policy_backend(settings), policy_limits::from(settings),
                       std::move(recorder));
 }

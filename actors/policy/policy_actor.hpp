@@ -13,20 +13,19 @@
 // (sender "policy", receiver "episode", the episode's id), which is what the replay backend
 // reads back.
 //
-//   (policy_request) -> policy_response
-//   (policy_stats_atom) -> policy_stats
+// Its interface is policy_actor (messages/interfaces.hpp).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/atom.hpp>
 
 #include "actors/policy/policy_backend.hpp"
 #include "messages/atoms.hpp"
+#include "messages/interfaces.hpp"
 
 namespace cuda_agent::policy {
 
@@ -41,12 +40,12 @@ struct policy_limits {
   }
 };
 
-caf::actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,
-                        policy_limits limits, caf::actor recorder = {});
+policy_actor spawn_policy(caf::actor_system& system, std::shared_ptr<policy_backend> backend,
+                          policy_limits limits, recorder_actor recorder = {});
 
 // The backend the settings name, behind an actor with the settings' limits. Throws
 // config_error, like make_policy_backend.
-caf::actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
-                        caf::actor recorder = {});
+policy_actor spawn_policy(caf::actor_system& system, const policy_settings& settings,
+                          recorder_actor recorder = {});
 
 }  // namespace cuda_agent::policy

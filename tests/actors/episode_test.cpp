@@ -99,10 +99,10 @@ TEST_F(peers_fixture, stops_at_the_wall_clock_and_ignores_late_answers) {
 }
 
 TEST_F(peers_fixture, a_dead_policy_is_an_infrastructure_failure_and_nothing_is_evaluated) {
-  auto policy = system->spawn([](caf::event_based_actor* self) -> caf::behavior {
-    return {[self](const policy_request&) -> policy_response {
+  auto policy = system->spawn([](policy_actor::pointer) {
+    return policy_behavior([](const policy_request&) -> policy_response {
       throw std::runtime_error{"policy server gone"};
-    }};
+    });
   });
   auto [ended, verdict, traj] = run(config(), policy);
   EXPECT_EQ(ended.reason, termination::infrastructure_failure);

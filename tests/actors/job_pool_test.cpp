@@ -24,7 +24,7 @@ struct worker_stats {
 
 // A compiler worker stand-in that sleeps for the milliseconds named in job.arch, or crashes when
 // solution_dir says so. It runs detached, like the real workers, whose jobs block.
-caf::behavior sleepy_worker(caf::event_based_actor*, std::shared_ptr<worker_stats> stats) {
+compiler_actor::behavior_type sleepy_worker(compiler_actor::pointer, std::shared_ptr<worker_stats> stats) {
   return {[stats](const compile_job& job) {
     if (job.solution_dir == "crash") throw std::runtime_error{"injected worker crash"};
     const int now = ++stats->running;
@@ -44,7 +44,8 @@ struct pool_fixture : ::testing::Test {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   std::shared_ptr<worker_stats> stats = std::make_shared<worker_stats>();
-  caf::actor supervisor, pool;
+  supervisor_actor supervisor;
+  compiler_pool_actor pool;
 
   void start(int workers, std::size_t max_waiting, std::chrono::milliseconds max_wait) {
     register_message_types(cfg);
@@ -54,9 +55,9 @@ struct pool_fixture : ::testing::Test {
     options.name = "compiler pool";
     for (int i = 0; i < workers; ++i) {
       const auto name = "compiler-" + std::to_string(i);
-      sup.children.push_back({name, [s = stats](caf::actor_system& sys) {
-                                return sys.spawn<caf::detached>(sleepy_worker, s);
-                              }});
+      sup.children.push_back(make_child(name, [s = stats](caf::actor_system& sys) {
+        return sys.spawn<caf::detached>(sleepy_worker, s);
+      }));
       options.workers.push_back(name);
     }
     supervisor = spawn_supervisor(*system, sup);

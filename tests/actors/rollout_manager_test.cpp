@@ -19,9 +19,11 @@ using namespace scripted;
 // A policy that answers "done" from a thread of its own per request (so requests overlap as
 // they do against a real server), counts the episodes waiting on it at once, and answers an
 // error, as a dead server would, to episode ids that contain `fail_marker`.
-caf::behavior counting_policy(caf::event_based_actor* self, std::shared_ptr<std::atomic<int>> inside,
-                              std::shared_ptr<std::atomic<int>> most, std::string fail_marker) {
-  return {[=](const policy_request& request) -> caf::result<policy_response> {
+policy_actor::behavior_type counting_policy(policy_actor::pointer self,
+                                            std::shared_ptr<std::atomic<int>> inside,
+                                            std::shared_ptr<std::atomic<int>> most,
+                                            std::string fail_marker) {
+  return policy_behavior([=](const policy_request& request) -> caf::result<policy_response> {
     auto promise = self->make_response_promise<policy_response>();
     std::thread([=]() mutable {
       const int now = ++*inside;
@@ -39,13 +41,13 @@ caf::behavior counting_policy(caf::event_based_actor* self, std::shared_ptr<std:
       promise.deliver(r);
     }).detach();
     return promise;
-  }};
+  });
 }
 
 // A policy that answers "done" at once, but crashes (quits with an error) on a request from the
 // episode `crash_on`, taking that request and any others in its mailbox with it.
-caf::behavior crashing_policy(caf::event_based_actor* self, std::string crash_on) {
-  return {[=](const policy_request& request) -> caf::result<policy_response> {
+policy_actor::behavior_type crashing_policy(policy_actor::pointer self, std::string crash_on) {
+  return policy_behavior([=](const policy_request& request) -> caf::result<policy_response> {
     if (request.episode_id == crash_on) {
       self->quit(caf::make_error(caf::sec::runtime_error, "the policy actor crashed"));
       return caf::make_error(caf::sec::runtime_error, "the policy actor crashed");
@@ -54,7 +56,7 @@ caf::behavior crashing_policy(caf::event_based_actor* self, std::string crash_on
     r.episode_id = request.episode_id;
     r.turn = request.turn;
     return r;
-  }};
+  });
 }
 
 struct rollout_fixture : peers_fixture {
@@ -78,7 +80,7 @@ struct rollout_fixture : peers_fixture {
   // that ends the recorder; returns the error the run ended with and what it settled. Stops the
   // manager and the policy.
   std::pair<std::string, std::shared_ptr<rollout_results>> run_losing_the_log(
-      caf::actor policy, std::string run_id, int32_t episodes, int32_t concurrency) {
+      policy_actor policy, std::string run_id, int32_t episodes, int32_t concurrency) {
     rollout_plan plan = plan_for(std::move(run_id), episodes, concurrency);
     auto results = std::make_shared<rollout_results>();
     rollout_services services{policy, compiler, gpu, recorder,
@@ -95,8 +97,8 @@ struct rollout_fixture : peers_fixture {
   }
 
   // Tools for one episode (the manager stops them after it) that answer every call "ok".
-  caf::actor own_tools() {
-    return system->spawn([](caf::event_based_actor*) -> caf::behavior {
+  tools_actor own_tools() {
+    return system->spawn([](tools_actor::pointer) -> tools_actor::behavior_type {
       return {[](const tool_request& r) {
         return tool_result{r.episode_id, r.call.call_id, r.call.tool, "ok", 0, false, false, 1};
       }};
@@ -105,7 +107,7 @@ struct rollout_fixture : peers_fixture {
 
   std::vector<episode_summary> run_rollout(int episodes, int concurrency, int retries,
                                            std::string fail_marker = {},
-                                           caf::actor policy_supervisor = {}) {
+                                           supervisor_actor policy_supervisor = {}) {
     auto policy = system->spawn(counting_policy, inside, most, fail_marker);
     rollout_plan plan = plan_for("r1", episodes, concurrency);
     plan.tasks.push_back(plan.tasks[0]);
@@ -165,9 +167,9 @@ TEST_F(rollout_fixture, retries_infrastructure_failures_but_never_a_candidate_fa
 TEST_F(rollout_fixture, a_crashed_policy_is_restarted_and_the_episodes_it_failed_are_retried) {
   supervisor_options options;
   options.name = "policy";
-  options.children.push_back({"policy", [](caf::actor_system& sys) {
-                                return sys.spawn(crashing_policy, std::string{"r1-0002"});
-                              }});
+  options.children.push_back(make_child("policy", [](caf::actor_system& sys) {
+    return sys.spawn(crashing_policy, std::string{"r1-0002"});
+  }));
   auto supervisor = spawn_supervisor(*system, options);
   const auto results = run_rollout(4, 2, 3, {}, supervisor);
   ASSERT_EQ(results.size(), 4u);
@@ -183,7 +185,7 @@ TEST_F(rollout_fixture, a_crashed_policy_is_restarted_and_the_episodes_it_failed
   EXPECT_TRUE(crashed_one_seen) << "the episode whose request crashed the policy was not retried";
   caf::scoped_actor self{*system};
   self->request(supervisor, 10s, restarts_atom::value)
-      .receive([](int restarts) { EXPECT_EQ(restarts, 1); },
+      .receive([](int32_t restarts) { EXPECT_EQ(restarts, 1); },
                [](caf::error& e) { FAIL() << caf::to_string(e); });
   self->send_exit(supervisor, caf::exit_reason::user_shutdown);
 }
@@ -192,12 +194,12 @@ TEST_F(rollout_fixture, a_dead_recorder_stops_the_rollout_with_an_error_that_say
   // The policy ends the recorder at the first turn, as a full disk would (recorder.hpp), and
   // answers each turn 50 ms after it has seen the recorder go (a busy recorder can take a while to
   // read its exit), so that the run is still going when the recorder is gone.
-  auto policy = system->spawn([rec = recorder](caf::event_based_actor* self) -> caf::behavior {
+  auto policy = system->spawn([rec = recorder](policy_actor::pointer self) {
     auto recorder_gone = std::make_shared<std::promise<void>>();
     auto gone = std::make_shared<std::shared_future<void>>(recorder_gone->get_future().share());
     self->monitor(rec);
     self->set_down_handler([=](caf::down_msg&) { recorder_gone->set_value(); });
-    return {[=](const policy_request& request) -> caf::result<policy_response> {
+    return policy_behavior([=](const policy_request& request) -> caf::result<policy_response> {
       self->send_exit(rec, caf::make_error(caf::sec::runtime_error, "no space left on device"));
       auto promise = self->make_response_promise<policy_response>();
       std::thread([=]() mutable {
@@ -209,7 +211,7 @@ TEST_F(rollout_fixture, a_dead_recorder_stops_the_rollout_with_an_error_that_say
         promise.deliver(r);
       }).detach();
       return promise;
-    }};
+    });
   });
   const auto [error, results] = run_losing_the_log(policy, "r2", 6, 2);
   EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
@@ -221,14 +223,14 @@ TEST_F(rollout_fixture, a_dead_recorder_stops_the_rollout_with_an_error_that_say
 TEST_F(rollout_fixture, a_recorder_that_dies_as_the_last_episode_ends_fails_the_run) {
   // The only episode's one turn ends the recorder and is answered at once: the episode can settle
   // before the manager hears of the death, and the run must still not claim a complete log.
-  auto policy = system->spawn([rec = recorder](caf::event_based_actor* self) -> caf::behavior {
-    return {[=](const policy_request& request) {
+  auto policy = system->spawn([rec = recorder](policy_actor::pointer self) {
+    return policy_behavior([=](const policy_request& request) {
       self->send_exit(rec, caf::make_error(caf::sec::runtime_error, "no space left on device"));
       policy_response r = done();
       r.episode_id = request.episode_id;
       r.turn = request.turn;
       return r;
-    }};
+    });
   });
   const auto [error, results] = run_losing_the_log(policy, "r3", 1, 1);
   EXPECT_NE(error.find("the recorder stopped"), std::string::npos) << error;
@@ -243,30 +245,38 @@ struct received_trajectories {
 
 // A learner (learner_actor.hpp's protocol) that answers each `batch`-th trajectory with a
 // learner_update 50 ms later, as a step would take, counting what it got.
-caf::behavior slow_learner(caf::event_based_actor* self, int32_t batch, std::shared_ptr<std::atomic<int>> trained,
-                           std::shared_ptr<received_trajectories> log) {
+// The step's 50 ms are a timer to itself (wake_atom, step); meanwhile it keeps whom to answer.
+using slow_learner_actor = learner_actor::extend<caf::reacts_to<wake_atom, int64_t>>;
+slow_learner_actor::behavior_type slow_learner(slow_learner_actor::pointer self, int32_t batch,
+                                               std::shared_ptr<std::atomic<int>> trained,
+                                               std::shared_ptr<received_trajectories> log) {
+  auto waiting = std::make_shared<std::map<int64_t, learner_listener_actor>>();
   return {[=](trajectory& t) {
-    auto* got = &log->items;
-    got->push_back(std::move(t));
-    log->received.store(got->size(), std::memory_order_release);
-    if (got->size() % static_cast<std::size_t>(batch) != 0) return;
-    auto to = caf::actor_cast<caf::actor>(self->current_sender());
-    self->delayed_send(self, 50ms, caf::make_message(to, static_cast<int64_t>(got->size() / batch)));
-  },
-          [=](caf::actor& to, int64_t step) {
+            auto* got = &log->items;
+            got->push_back(std::move(t));
+            log->received.store(got->size(), std::memory_order_release);
+            if (got->size() % static_cast<std::size_t>(batch) != 0) return;
+            const auto step = static_cast<int64_t>(got->size() / batch);
+            (*waiting)[step] = caf::actor_cast<learner_listener_actor>(self->current_sender());
+            self->delayed_send(self, 50ms, wake_atom::value, step);
+          },
+          [](flush_atom) { return learner_update{}; },
+          [=](wake_atom, int64_t step) {
             trained->store(static_cast<int>(step));
             learner_update u;
             u.step = step;
             u.weight_version = step;
-            self->send(to, u);
+            self->send(waiting->at(step), u);
+            waiting->erase(step);
           }};
 }
 
 // Answers "done", noting for each episode's first request how many batches the learner had
 // consumed by then; an error (a dead server) for episodes whose id contains `fail_marker`.
-caf::behavior noting_policy(caf::event_based_actor*, std::shared_ptr<std::atomic<int>> trained,
-                            std::shared_ptr<std::map<std::string, int>> first_request, std::string fail_marker) {
-  return {[=](const policy_request& request) -> caf::result<policy_response> {
+policy_actor::behavior_type noting_policy(policy_actor::pointer, std::shared_ptr<std::atomic<int>> trained,
+                                          std::shared_ptr<std::map<std::string, int>> first_request,
+                                          std::string fail_marker) {
+  return policy_behavior([=](const policy_request& request) -> caf::result<policy_response> {
     first_request->emplace(request.episode_id, trained->load());
     if (request.episode_id.find(fail_marker) != std::string::npos)
       return caf::make_error(caf::sec::runtime_error, "model server connection refused");
@@ -274,7 +284,7 @@ caf::behavior noting_policy(caf::event_based_actor*, std::shared_ptr<std::atomic
     r.episode_id = request.episode_id;
     r.turn = request.turn;
     return r;
-  }};
+  });
 }
 
 TEST_F(rollout_fixture, with_a_learner_episodes_start_only_within_the_staleness_bound) {
@@ -325,8 +335,9 @@ TEST_F(rollout_fixture, a_learner_that_stops_ends_the_run_with_an_error_that_say
   auto first_request = std::make_shared<std::map<std::string, int>>();
   auto policy = system->spawn(noting_policy, trained, first_request, "none");
   // Quits at the first trajectory, as a learner whose step threw does.
-  auto learner = system->spawn([](caf::event_based_actor* self) -> caf::behavior {
-    return {[=](trajectory&) { self->quit(caf::make_error(caf::sec::runtime_error, "the step failed")); }};
+  auto learner = system->spawn([](learner_actor::pointer self) -> learner_actor::behavior_type {
+    return {[=](trajectory&) { self->quit(caf::make_error(caf::sec::runtime_error, "the step failed")); },
+            [](flush_atom) { return learner_update{}; }};
   });
   rollout_plan plan = plan_for("dead", 6, 2);
   plan.batch_episodes = 1;

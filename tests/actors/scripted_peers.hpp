@@ -26,10 +26,27 @@ inline tool_call bash(std::string id, std::string command) {
   return {std::move(id), "Bash", R"({"command": ")" + command + R"("})"};
 }
 
+// A stand-in policy made of its handler of policy_request: the rest of the policy_actor
+// interface (statistics, the expiry timer of its own queue) means nothing for a stand-in.
+template <class OnRequest>
+policy_actor::behavior_type policy_behavior(OnRequest on_request) {
+  return {std::move(on_request), [](policy_stats_atom) { return policy_stats{}; },
+          [](expire_atom, uint64_t) {}};
+}
+
+// The same for a pool: job handlers, and statistics and expiry that mean nothing here.
+template <class Pool, class... OnJob>
+typename Pool::behavior_type pool_behavior(OnJob... on_job) {
+  return {std::move(on_job)..., [](pool_stats_atom) { return pool_stats{}; },
+          [](expire_atom, uint64_t) {}};
+}
+
 // Answers turn t with script[t-1]; past the script, a call to Read forever.
-inline caf::behavior scripted_policy(caf::event_based_actor* self, std::vector<policy_response> script,
-                              int32_t prompt_tokens, std::chrono::milliseconds delay) {
-  return {[=](const policy_request& request) -> caf::result<policy_response> {
+inline policy_actor::behavior_type scripted_policy(policy_actor::pointer self,
+                                                   std::vector<policy_response> script,
+                                                   int32_t prompt_tokens,
+                                                   std::chrono::milliseconds delay) {
+  return policy_behavior([=](const policy_request& request) -> caf::result<policy_response> {
     policy_response response;
     if (request.turn <= static_cast<int32_t>(script.size())) response = script[request.turn - 1];
     else response.tool_calls = {{"c" + std::to_string(request.turn), "Read", R"({"file_path": "model.py"})"}};
@@ -46,7 +63,7 @@ inline caf::behavior scripted_policy(caf::event_based_actor* self, std::vector<p
       promise.deliver(response);
     }).detach();
     return promise;
-  }};
+  });
 }
 
 struct peers_fixture : ::testing::Test {
@@ -55,7 +72,10 @@ struct peers_fixture : ::testing::Test {
   std::unique_ptr<caf::actor_system> system;
   std::atomic<int> tool_calls{0}, compiles{0}, evaluations{0};
   bool build_ok = true;
-  caf::actor recorder, tools, compiler, gpu;
+  recorder_actor recorder;
+  tools_actor tools;
+  compiler_pool_actor compiler;
+  gpu_pool_actor gpu;
 
   void SetUp() override {
     register_message_types(cfg);
@@ -64,15 +84,15 @@ struct peers_fixture : ::testing::Test {
     message_log::writer_options options;
     options.dir = dir.log();
     recorder = spawn_recorder(*system, message_log::writer::open(options));
-    tools = system->spawn([this](caf::event_based_actor*) -> caf::behavior {
+    tools = system->spawn([this](tools_actor::pointer) -> tools_actor::behavior_type {
       return {[this](const tool_request& r) {
         ++tool_calls;
         return tool_result{r.episode_id, r.call.call_id, r.call.tool, "ran " + r.call.tool, 0,
                            false, false, 1};
       }};
     });
-    compiler = system->spawn([this](caf::event_based_actor*) -> caf::behavior {
-      return {[this](const compile_job& job) {
+    compiler = system->spawn([this](compiler_pool_actor::pointer) {
+      return pool_behavior<compiler_pool_actor>([this](const compile_job& job) {
         ++compiles;
         compile_result r;
         r.job_id = job.job_id;
@@ -80,10 +100,10 @@ struct peers_fixture : ::testing::Test {
         r.module_path = "/cache/cuda_extension.so";
         r.diagnostics = build_ok ? "" : "kernels/k.cpp:3: error: expected ';'";
         return r;
-      }};
+      });
     });
-    gpu = system->spawn([this](caf::event_based_actor*) -> caf::behavior {
-      return {
+    gpu = system->spawn([this](gpu_pool_actor::pointer) {
+      return pool_behavior<gpu_pool_actor>(
           [](const verify_job& job) { return verify_result{job.job_id, true, {}, "", 5}; },
           [](const profile_job& job) {
             profile_result r;
@@ -100,15 +120,20 @@ struct peers_fixture : ::testing::Test {
             r.compiled = r.correct = true;
             r.reward = 3;
             return r;
-          }};
+          });
     });
   }
 
   void TearDown() override {
-    for (auto* a : {&recorder, &tools, &compiler, &gpu}) {
-      caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
-      *a = nullptr;  // a handle kept past the system would keep the detached recorder alive
-    }
+    // A handle kept past the system would keep the detached recorder alive: each is reset.
+    auto stop = [](auto& actor) {
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+      actor = nullptr;
+    };
+    stop(recorder);
+    stop(tools);
+    stop(compiler);
+    stop(gpu);
     system->await_all_actors_done();
     system.reset();
   }
@@ -126,7 +151,7 @@ struct peers_fixture : ::testing::Test {
     return c;
   }
 
-  episode_outcome run(episode_config c, caf::actor policy) {
+  episode_outcome run(episode_config c, policy_actor policy) {
     auto ep = spawn_episode(*system, std::move(c), {policy, tools, compiler, gpu, recorder});
     caf::scoped_actor self{*system};
     episode_outcome outcome;

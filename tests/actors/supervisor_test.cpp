@@ -25,18 +25,19 @@ caf::behavior crashable(caf::event_based_actor* self) {
 }
 
 child_spec crashable_child(std::string name) {
-  return {std::move(name), [](caf::actor_system& sys) { return sys.spawn(crashable); }};
+  return make_child(std::move(name), [](caf::actor_system& sys) { return sys.spawn(crashable); });
 }
 
-caf::actor child_of(caf::scoped_actor& self, const caf::actor& sup, const std::string& name) {
+caf::actor child_of(caf::scoped_actor& self, const supervisor_actor& sup, const std::string& name) {
   caf::actor found;
   self->request(sup, 5s, child_atom::value, name)
-      .receive([&](caf::actor& child) { found = child; }, [](caf::error&) {});
+      .receive([&](caf::strong_actor_ptr& child) { found = caf::actor_cast<caf::actor>(child); },
+               [](caf::error&) {});
   return found;
 }
 
 // Polls until the supervisor hands out a different actor than `old` for `name`.
-caf::actor wait_for_new_child(caf::scoped_actor& self, const caf::actor& sup,
+caf::actor wait_for_new_child(caf::scoped_actor& self, const supervisor_actor& sup,
                               const std::string& name, const caf::actor& old) {
   for (int i = 0; i < 500; ++i) {
     auto now = child_of(self, sup, name);
@@ -53,9 +54,9 @@ std::string ping(caf::scoped_actor& self, const caf::actor& who) {
   return answer;
 }
 
-int restarts(caf::scoped_actor& self, const caf::actor& sup) {
+int restarts(caf::scoped_actor& self, const supervisor_actor& sup) {
   int n = -1;
-  self->request(sup, 5s, restarts_atom::value).receive([&](int r) { n = r; }, [](caf::error&) {});
+  self->request(sup, 5s, restarts_atom::value).receive([&](int32_t r) { n = r; }, [](caf::error&) {});
   return n;
 }
 

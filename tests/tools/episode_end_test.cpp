@@ -117,7 +117,7 @@ TEST_F(episode_end, a_shell_started_while_the_session_closes_does_not_survive_it
 struct actor_endings : scripted::peers_fixture {
   tools::testing::scratch_workdir work;
 
-  caf::actor real_tools(const std::filesystem::path& workdir) {
+  tools_actor real_tools(const std::filesystem::path& workdir) {
     sandbox box{workdir, tools::testing::test_sandbox_settings()};
     box.prepare_workdir();
     return spawn_episode_tools(*system, std::make_shared<tools::tool_session>(std::move(box),
@@ -149,9 +149,9 @@ TEST_F(actor_endings, stopping_or_killing_the_tools_actor_ends_the_episode_s_com
 
 // Each task's turns from its script; past the script, the agent is done. A turn scripted with
 // finish_reason "error" fails as a dead model server does.
-caf::behavior scripted_agents(caf::event_based_actor*,
-                              std::map<std::string, std::vector<policy_response>> scripts) {
-  return {[=](const policy_request& request) -> caf::result<policy_response> {
+policy_actor::behavior_type scripted_agents(policy_actor::pointer,
+                                            std::map<std::string, std::vector<policy_response>> scripts) {
+  return scripted::policy_behavior([=](const policy_request& request) -> caf::result<policy_response> {
     const auto& script = scripts.at(request.task_id);
     const auto turn = static_cast<std::size_t>(request.turn);
     policy_response r = turn <= script.size() ? script[turn - 1] : scripted::done();
@@ -160,7 +160,7 @@ caf::behavior scripted_agents(caf::event_based_actor*,
     r.episode_id = request.episode_id;
     r.turn = request.turn;
     return r;
-  }};
+  });
 }
 
 tool_call bash(const json& args) { return {"c", "Bash", args.dump()}; }

@@ -229,7 +229,7 @@ struct episode_run {
 // A pool as spawn_gpu_pool and spawn_compiler_pool build it (spawn_worker_pool); only the
 // workers are stand-ins.
 template <class... Jobs, class StartWorker>
-worker_pool spawn_simulated_pool(caf::actor_system& system, const std::string& name,
+worker_pool<job_pool_actor<Jobs...>> spawn_simulated_pool(caf::actor_system& system, const std::string& name,
                                  int32_t workers, std::size_t max_waiting, StartWorker start) {
   const worker_pool_limits limits{workers, max_waiting, std::chrono::minutes{10},
                                   std::chrono::minutes{10}};
@@ -250,7 +250,7 @@ using driver_actor = caf::stateful_actor<driver_state>;
 // (clean, failed, first failure) when the last has ended.
 caf::behavior episode_driver(driver_actor* self, episode_config base, episode_peers shared,
                              milliseconds tool_delay, std::shared_ptr<peer_counters> counters) {
-  auto settle = [self](const caf::actor& tools, bool clean, const std::string& why) {
+  auto settle = [self](const tools_actor& tools, bool clean, const std::string& why) {
     auto& st = self->state;
     self->send_exit(tools, caf::exit_reason::user_shutdown);
     if (clean) {
@@ -311,7 +311,8 @@ episode_config bench_episode_config(const bench_options& o) {
 }
 
 // A job pool's peak queue length and rejected jobs, from its pool_stats_atom answer.
-std::pair<int32_t, int32_t> peak_and_rejected(caf::scoped_actor& self, const caf::actor& pool) {
+template <class Pool>
+std::pair<int32_t, int32_t> peak_and_rejected(caf::scoped_actor& self, const Pool& pool) {
   std::pair<int32_t, int32_t> result{-1, -1};
   self->request(pool, std::chrono::seconds{10}, pool_stats_atom::value)
       .receive([&](const pool_stats& s) { result = {s.peak_waiting, s.rejected}; },
@@ -364,8 +365,9 @@ episode_run bench_episodes(caf::actor_system& system, const bench_options& o) {
   run.records = counters->recorded.load();
   run.messages = run.peer_messages + run.records;
 
-  for (const auto& actor : {driver, shared.policy, shared.recorder})
-    self->send_exit(actor, caf::exit_reason::user_shutdown);
+  self->send_exit(driver, caf::exit_reason::user_shutdown);
+  self->send_exit(shared.policy, caf::exit_reason::user_shutdown);
+  self->send_exit(shared.recorder, caf::exit_reason::user_shutdown);
   stop_worker_pool(compiler);
   stop_worker_pool(gpu);
   return run;

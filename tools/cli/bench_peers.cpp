@@ -22,25 +22,31 @@ struct peer_state {
   std::unordered_map<uint64_t, std::function<void()>> held;  // answers waiting for their wake-up
   static inline const char* name = "simulated_peer";
 };
-using peer_actor = caf::stateful_actor<peer_state>;
+// A stand-in of interface Interface; it answers late through a timer to itself (wake_atom).
+template <class Interface>
+using peer_actor = typename Interface::template extend<caf::reacts_to<wake_atom, uint64_t>>;
+template <class Interface>
+using peer_self = typename peer_actor<Interface>::template stateful_pointer<peer_state>;
 
-void count_handled(peer_actor* self) {
+template <class Self>
+void count_handled(Self self) {
   self->state.counters->handled.fetch_add(1, std::memory_order_relaxed);
 }
 
-void init(peer_actor* self, std::chrono::milliseconds delay,
+template <class Self>
+void init(Self self, std::chrono::milliseconds delay,
           std::shared_ptr<peer_counters> counters) {
   self->state.delay = delay;
   self->state.counters = std::move(counters);
 }
 
 // Answers the current request with `value`, `delay` from now.
-template <class Result>
-caf::result<Result> answer_later(peer_actor* self, Result value) {
+template <class Result, class Self>
+caf::result<Result> answer_later(Self self, Result value) {
   count_handled(self);
   auto& st = self->state;
   if (st.delay.count() <= 0) return value;
-  auto promise = self->make_response_promise<Result>();
+  auto promise = self->template make_response_promise<Result>();
   const uint64_t id = st.next_wake++;
   st.held.emplace(id, [promise, value = std::move(value)]() mutable {
     promise.deliver(std::move(value));
@@ -49,7 +55,8 @@ caf::result<Result> answer_later(peer_actor* self, Result value) {
   return promise;
 }
 
-auto wake_handler(peer_actor* self) {
+template <class Self>
+auto wake_handler(Self self) {
   return [self](wake_atom, uint64_t id) {
     count_handled(self);
     auto& held = self->state.held;
@@ -92,23 +99,27 @@ timing_stats timing(double median_ms) {
 
 }  // namespace
 
-caf::actor spawn_simulated_policy(caf::actor_system& system, int32_t steps,
-                                  std::chrono::milliseconds delay,
-                                  std::shared_ptr<peer_counters> counters) {
-  return system.spawn([=](peer_actor* self) -> caf::behavior {
+policy_actor spawn_simulated_policy(caf::actor_system& system, int32_t steps,
+                                    std::chrono::milliseconds delay,
+                                    std::shared_ptr<peer_counters> counters) {
+  using interface = peer_actor<policy_actor>;
+  return system.spawn([=](peer_self<policy_actor> self) -> interface::behavior_type {
     init(self, delay, counters);
     return {
         [self, steps](const policy_request& request) {
           return answer_later(self, next_turn(request, steps));
         },
+        [](policy_stats_atom) { return policy_stats{}; },
+        [](expire_atom, uint64_t) {},  // it keeps no queue
         wake_handler(self),
     };
   });
 }
 
-caf::actor spawn_simulated_tools(caf::actor_system& system, std::chrono::milliseconds delay,
-                                 std::shared_ptr<peer_counters> counters) {
-  return system.spawn([=](peer_actor* self) -> caf::behavior {
+tools_actor spawn_simulated_tools(caf::actor_system& system, std::chrono::milliseconds delay,
+                                  std::shared_ptr<peer_counters> counters) {
+  using interface = peer_actor<tools_actor>;
+  return system.spawn([=](peer_self<tools_actor> self) -> interface::behavior_type {
     init(self, delay, counters);
     return {
         [self](const tool_request& request) {
@@ -122,10 +133,11 @@ caf::actor spawn_simulated_tools(caf::actor_system& system, std::chrono::millise
   });
 }
 
-caf::actor spawn_simulated_compiler_worker(caf::actor_system& system,
-                                           std::chrono::milliseconds delay,
-                                           std::shared_ptr<peer_counters> counters) {
-  return system.spawn([=](peer_actor* self) -> caf::behavior {
+compiler_actor spawn_simulated_compiler_worker(caf::actor_system& system,
+                                               std::chrono::milliseconds delay,
+                                               std::shared_ptr<peer_counters> counters) {
+  using interface = peer_actor<compiler_actor>;
+  return system.spawn([=](peer_self<compiler_actor> self) -> interface::behavior_type {
     init(self, delay, counters);
     return {
         [self](const compile_job& job) {
@@ -141,9 +153,10 @@ caf::actor spawn_simulated_compiler_worker(caf::actor_system& system,
   });
 }
 
-caf::actor spawn_simulated_gpu_slot(caf::actor_system& system, std::chrono::milliseconds delay,
-                                    std::shared_ptr<peer_counters> counters) {
-  return system.spawn([=](peer_actor* self) -> caf::behavior {
+gpu_slot_actor spawn_simulated_gpu_slot(caf::actor_system& system, std::chrono::milliseconds delay,
+                                        std::shared_ptr<peer_counters> counters) {
+  using interface = peer_actor<gpu_slot_actor>;
+  return system.spawn([=](peer_self<gpu_slot_actor> self) -> interface::behavior_type {
     init(self, delay, counters);
     return {
         [self](const verify_job& job) {
@@ -179,12 +192,13 @@ caf::actor spawn_simulated_gpu_slot(caf::actor_system& system, std::chrono::mill
   });
 }
 
-caf::actor spawn_counting_recorder(caf::actor_system& system,
-                                   std::shared_ptr<peer_counters> counters) {
-  return system.spawn([counters](caf::event_based_actor*) -> caf::behavior {
+recorder_actor spawn_counting_recorder(caf::actor_system& system,
+                                       std::shared_ptr<peer_counters> counters) {
+  return system.spawn([counters](recorder_actor::pointer) -> recorder_actor::behavior_type {
     return {[counters](record_atom, const recorded_message&) {
-      counters->recorded.fetch_add(1, std::memory_order_relaxed);
-    }};
+              counters->recorded.fetch_add(1, std::memory_order_relaxed);
+            },
+            [](flush_atom) {}};
   });
 }
 

@@ -12,8 +12,9 @@
 #include <cstdint>
 #include <memory>
 
-#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+
+#include "messages/interfaces.hpp"
 
 namespace cuda_agent::cli {
 
@@ -26,26 +27,26 @@ struct peer_counters {
 // Answers policy_request with a policy_response after `delay`. Turns 1..steps each call two
 // tools: Read (run by the episode's tools) and Bash `profile` (routed by the episode to the
 // compiler pool, then the GPU pool). Turn steps + 1 calls none, which ends the episode.
-caf::actor spawn_simulated_policy(caf::actor_system& system, int32_t steps,
+policy_actor spawn_simulated_policy(caf::actor_system& system, int32_t steps,
                                   std::chrono::milliseconds delay,
                                   std::shared_ptr<peer_counters> counters);
 
 // tool_request -> tool_result after `delay`: one episode's tools.
-caf::actor spawn_simulated_tools(caf::actor_system& system, std::chrono::milliseconds delay,
+tools_actor spawn_simulated_tools(caf::actor_system& system, std::chrono::milliseconds delay,
                                  std::shared_ptr<peer_counters> counters);
 
 // compile_job -> a successful compile_result after `delay`: a worker of a compiler pool.
-caf::actor spawn_simulated_compiler_worker(caf::actor_system& system,
+compiler_actor spawn_simulated_compiler_worker(caf::actor_system& system,
                                            std::chrono::milliseconds delay,
                                            std::shared_ptr<peer_counters> counters);
 
 // verify_job, profile_job, evaluate_job -> a correct, 2x faster candidate after `delay`: a slot
 // of a GPU pool.
-caf::actor spawn_simulated_gpu_slot(caf::actor_system& system, std::chrono::milliseconds delay,
+gpu_slot_actor spawn_simulated_gpu_slot(caf::actor_system& system, std::chrono::milliseconds delay,
                                     std::shared_ptr<peer_counters> counters);
 
-// (record_atom, recorded_message): counts records and drops them (no disk in the measurement).
-caf::actor spawn_counting_recorder(caf::actor_system& system,
+// A recorder that counts records and drops them (no disk in the measurement).
+recorder_actor spawn_counting_recorder(caf::actor_system& system,
                                    std::shared_ptr<peer_counters> counters);
 
 }  // namespace cuda_agent::cli

@@ -147,7 +147,7 @@ rollout_plan plan_of(const settings& config, const train_rollouts& r, std::strin
 
 // Runs once the node's actors are up, before any episode: may push weights into the policy
 // backend, and returns the learner actor the rollout manager feeds (an empty handle for none).
-using prepare_node = std::function<caf::actor(caf::actor_system&, const node_services&)>;
+using prepare_node = std::function<learner_actor(caf::actor_system&, const node_services&)>;
 
 // One rollout of `plan` through a node started from `config`, its messages into `log_dir`.
 // A learner actor that `prepare` starts is flushed (its last, partial batch trained) once every
@@ -161,27 +161,27 @@ std::vector<episode_summary> run_pipeline(const settings& config, const rollout_
   std::string run_error;  // thrown only once every actor is stopped: the system waits for them
   {
     auto node = start_node_services(system, config, device, log_dir, true);
-    caf::actor learner_actor;
+    learner_actor learner;
     try {
-      if (prepare) learner_actor = prepare(system, node);
+      if (prepare) learner = prepare(system, node);
     } catch (const std::exception& e) {
       run_error = e.what();
     }
     caf::scoped_actor self{system};
     if (run_error.empty()) {
       rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
-                                node.policy_supervisor, learner_actor};
+                                node.policy_supervisor, learner};
       auto manager = spawn_rollout_manager(system, plan, std::move(services), results);
       self->request(manager, caf::infinite, run_atom::value)
           .receive([](int32_t) {}, [&](caf::error& e) { run_error = system.render(e); });
-      if (run_error.empty() && learner_actor)  // the last batch may be partial (retries ran out)
-        self->request(learner_actor, caf::infinite, flush_atom::value)
+      if (run_error.empty() && learner)  // the last batch may be partial (retries ran out)
+        self->request(learner, caf::infinite, flush_atom::value)
             .receive([](const learner_update&) {}, [&](caf::error& e) { run_error = "the learner: " + system.render(e); });
       self->send_exit(manager, caf::exit_reason::user_shutdown);
     }
     if (node.recorder)
       self->request(node.recorder, std::chrono::seconds{30}, flush_atom::value).receive([] {}, [](caf::error&) {});
-    if (learner_actor) self->send_exit(learner_actor, caf::exit_reason::user_shutdown);
+    if (learner) self->send_exit(learner, caf::exit_reason::user_shutdown);
     node.stop();
   }
   system.await_all_actors_done();
@@ -249,7 +249,7 @@ nlohmann::json evaluate(const settings& config, const train_rollouts& r, const s
                            after, step, r.tasks.size());
   auto push_weights = [&actor, step](caf::actor_system&, const node_services& node) {
     torch_backend_of(node).update_weights(actor.named_parameters(), step);
-    return caf::actor{};
+    return learner_actor{};
   };
   auto settled = run_pipeline(greedy, plan, r.device, dir / "log", push_weights);
   std::sort(settled.begin(), settled.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
