@@ -1,14 +1,22 @@
 #include "actors/process/bwrap.hpp"
 
+#include "bwrap_protections.hpp"  // generated from skills/harness/sandbox_protections.json
+
 #include <system_error>
 
 namespace cuda_agent {
 namespace fs = std::filesystem;
 
+const std::vector<std::string>& bwrap_protections() {
+  static const std::vector<std::string> flags{CUDA_AGENT_BWRAP_PROTECTIONS};
+  return flags;
+}
+
 std::vector<std::string> bwrap_argv(const bwrap_spec& spec, const std::vector<std::string>& command) {
-  std::vector<std::string> argv{spec.program,  "--unshare-all", "--unshare-user", "--disable-userns",
-                                "--cap-drop",  "ALL",           "--die-with-parent", "--new-session",
-                                "--hostname",  "sandbox",       "--clearenv"};
+  std::vector<std::string> argv{spec.program};
+  const auto& protections = bwrap_protections();
+  argv.insert(argv.end(), protections.begin(), protections.end());
+  argv.push_back("--clearenv");
   const auto add = [&argv](std::initializer_list<std::string> words) {
     argv.insert(argv.end(), words.begin(), words.end());
   };

@@ -10,8 +10,10 @@
 //   and the shell need, read-only; the caller's read-only paths; a private /proc, a minimal
 //   /dev without GPU devices and a private /tmp;
 // - one writable directory, and the root remounted read-only last, so nothing else can be written.
-// The harness's candidate isolation (skills/harness/candidate_process.py) is Python and builds
-// its own view (GPU devices, the read-only host root), with the same namespace flags.
+// The protections themselves (namespaces, capabilities, session, hostname) are one list,
+// skills/harness/sandbox_protections.json, compiled in here and read by the harness's candidate
+// isolation (skills/harness/candidate_process.py), which builds its own view on them (GPU
+// devices, the read-only host root) because a candidate needs the host's Python and CUDA.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,9 @@ struct bwrap_spec {
   std::filesystem::path chdir;        // inside
   int64_t tmp_bytes = 0;              // the private /tmp's size; 0: bwrap's default
 };
+
+// The protections every sandbox starts with (skills/harness/sandbox_protections.json).
+const std::vector<std::string>& bwrap_protections();
 
 // bwrap, its options, "--", then `command`.
 std::vector<std::string> bwrap_argv(const bwrap_spec& spec, const std::vector<std::string>& command);

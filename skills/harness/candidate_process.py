@@ -32,9 +32,10 @@ from harness import exchange, framing
 
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # skills/
 
-# No capabilities and no further user namespace inside: root in the sandbox's user namespace
-# could otherwise remount the read-only binds writable.
-_NAMESPACES = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--die-with-parent"]
+# The protections of every sandbox of ours, one list shared with the C++ sandboxes (its "why" says
+# what each is for): every namespace, no capabilities, no further user namespace, its own session.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_protections.json")) as _f:
+    _NAMESPACES = json.load(_f)["flags"]
 _RUNNER_PID = "2"  # in its namespace: bwrap's init is 1 and starts the command next
 _bwrap = None
 

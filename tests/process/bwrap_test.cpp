@@ -21,9 +21,11 @@ namespace {
 namespace fs = std::filesystem;
 using argv_t = std::vector<std::string>;
 
-// The flags that take away the host: namespaces, capabilities, the way back to privilege.
+// The flags that take away the host: namespaces, capabilities, the way back to privilege, the
+// caller's session. Spelled out here so that a weakened skills/harness/sandbox_protections.json
+// fails this test.
 const argv_t kProtections = {"--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-                             "--die-with-parent"};
+                             "--die-with-parent", "--new-session"};
 
 std::ptrdiff_t index_of(const argv_t& argv, const argv_t& words) {
   const auto it = std::search(argv.begin(), argv.end(), words.begin(), words.end());
@@ -91,12 +93,17 @@ TEST(Bwrap, ReadOnlyPathsAreBoundAtTheirRealAndTheirGivenPath) {
   fs::remove_all(root);
 }
 
-TEST(Bwrap, TheCandidateIsolationKeepsTheSameProtections) {
+TEST(Bwrap, EverySandboxStartsWithTheSharedProtections) {
+  EXPECT_TRUE(contains_all(bwrap_protections(), kProtections));
+  // The C++ sandboxes: the protections right after the program, before anything a caller adds.
+  const auto argv = bwrap_argv(bwrap_spec{"/usr/bin/bwrap", {}, {}, "/tmp/w", {}, {}, 0}, {"true"});
+  EXPECT_EQ(index_of(argv, bwrap_protections()), 1);
+  // The candidate's sandbox, as the harness's Python builds it.
   const auto python = testing_support::skills_python_json(
                           "import json\nfrom harness import candidate_process\n"
-                          "print(json.dumps(candidate_process._NAMESPACES))")
+                          "print(json.dumps(candidate_process.sandbox_command('/tmp/x', '/tmp/y', ['true'])))")
                           .get<argv_t>();
-  EXPECT_TRUE(contains_all(python, kProtections)) << nlohmann::json(python).dump();
+  EXPECT_EQ(index_of(python, bwrap_protections()), 1) << nlohmann::json(python).dump();
 }
 
 }  // namespace
