@@ -32,13 +32,16 @@ using restarts_atom = caf::atom_constant<caf::atom("restarts")>;  // (restarts) 
 // The policy actor (actors/policy/policy_actor.hpp).
 using policy_stats_atom = caf::atom_constant<caf::atom("polstats")>;  // (policy_stats) -> policy_stats
 
-// The actor benchmarks (tools/cli/bench_actors_command.cpp, tools/cli/bench_peers.cpp), whose
-// stand-in peers exchange nothing else.
+// Stand-ins: the actor benchmarks' peers (tools/cli/bench_actors_command.cpp,
+// tools/cli/bench_peers.cpp) and the supervision tests' children (crash, finish), which exchange
+// nothing else.
 using go_atom = caf::atom_constant<caf::atom("go")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using expect_atom = caf::atom_constant<caf::atom("expect")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
+using crash_atom = caf::atom_constant<caf::atom("crash")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;
 
 }  // namespace cuda_agent

@@ -12,9 +12,6 @@ namespace cuda_agent {
 namespace {
 
 using namespace std::chrono_literals;
-using crash_atom = caf::atom_constant<caf::atom("crash")>;
-using finish_atom = caf::atom_constant<caf::atom("finish")>;
-using ping_atom = caf::atom_constant<caf::atom("ping")>;
 
 caf::behavior crashable(caf::event_based_actor* self) {
   return {
