@@ -1,7 +1,7 @@
 // The harness wire: what a harness worker (skills/harness/worker.py) is sent for one job. One flat
 // msgpack map holds the fields of harness_job and those of the job's judging_parameters
 // (messages.hpp); skills/harness/wire.py declares the same names with the same defaults for
-// Python, and tests/harness/harness_wire_test.cpp fails when a field or a default exists on one
+// Python, and tests/actors/harness/harness_wire_test.cpp fails when a field or a default exists on one
 // side only. The worker refuses a field it does not declare.
 #pragma once
 

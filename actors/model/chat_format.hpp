@@ -9,7 +9,7 @@
 //   const parsed_completion reply =
 //       parse_completion(format, generated, tools, request.tools, call_id_prefix(episode, turn));
 //
-// Families (the templates the parity test renders with transformers are in tests/model/templates):
+// Families (the templates the parity test renders with transformers are in tests/actors/model/templates):
 //   qwen2   Qwen2.5-Instruct ChatML: a default system prompt when none is given, the tools as JSON
 //           lines in <tools></tools>, calls as <tool_call>\n{"name": ..., "arguments": ...}\n
 //           </tool_call>, consecutive tool results merged into one user turn of <tool_response>s.

@@ -194,7 +194,7 @@ range_list merge_ranges(range_list r) {
 // Letters and numbers of Unicode 15.1 and 16.0, which Oniguruma 6.9.10 (HF's regex engine)
 // knows and utf8proc 2.8 (Unicode 15.0) does not: CJK Extension I, Garay, Gurung Khema, Kirat
 // Rai, Ol Onal, Sunuwar, Todhri, Tulu-Tigalari, Egyptian hieroglyphs extension A and others.
-// The code-point sweep in tests/model/test_tokenizer.py fails where these lists and HF disagree.
+// The code-point sweep in tests/actors/model/test_tokenizer.py fails where these lists and HF disagree.
 const range_list& newer_letters() {
   static const range_list r = {
       {0x1C89, 0x1C8A}, {0xA7CB, 0xA7CD}, {0xA7DA, 0xA7DC}, {0x105C0, 0x105F3}, {0x10D4A, 0x10D65},

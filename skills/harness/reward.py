@@ -1,4 +1,4 @@
-"""The paper's milestone reward; mirrors messages/reward.cpp (tests/harness checks they agree)."""
+"""The paper's milestone reward; mirrors messages/reward.cpp (tests/actors/harness checks they agree)."""
 import math
 
 THRESHOLD = 0.05

@@ -2,7 +2,7 @@
 with their defaults.
 
 A request is one flat map: the fields of messages/harness_wire.hpp's harness_job and those of
-messages/messages.hpp's judging_parameters. tests/harness/harness_wire_test.cpp compares JOB and
+messages/messages.hpp's judging_parameters. tests/actors/harness/harness_wire_test.cpp compares JOB and
 JUDGING with the C++ declarations, name by name and default by default, so a field that exists on
 one side only fails a test instead of being silently ignored or defaulted.
 """

@@ -1,4 +1,4 @@
-// The compiler pool with real compiler workers running real builds of tests/build/fixtures (the
+// The compiler pool with real compiler workers running real builds of tests/kernels/build/fixtures (the
 // object cache shared with build_test, so the binding compiles once): a broken solution is a
 // result with diagnostics for the agent, a build that cannot run at all is an error.
 #include "actors/compiler_pool.hpp"
@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const fs::path kFixtures = fs::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "build" / "fixtures";
+const fs::path kFixtures = fs::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "kernels" / "build" / "fixtures";
 
 struct compiler_pool_fixture : ::testing::Test {
   caf::actor_system_config cfg;

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "messages/registry.hpp"
-#include "tests/harness/built_candidate.hpp"
+#include "tests/actors/harness/built_candidate.hpp"
 
 namespace cuda_agent {
 namespace {

@@ -14,7 +14,7 @@
 #include "actors/message_log/reader.hpp"
 #include "actors/recorder.hpp"
 #include "messages/registry.hpp"
-#include "tests/message_log/test_support.hpp"
+#include "tests/actors/message_log/test_support.hpp"
 
 namespace cuda_agent {
 namespace scripted {

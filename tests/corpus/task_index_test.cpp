@@ -11,7 +11,7 @@
 #include "actors/process/subprocess.hpp"
 
 #include "corpus/task_index.hpp"
-#include "tests/message_log/test_support.hpp"  // scratch_dir
+#include "tests/actors/message_log/test_support.hpp"  // scratch_dir
 
 namespace cuda_agent::corpus {
 namespace {

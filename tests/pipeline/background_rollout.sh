@@ -50,7 +50,7 @@ wait_for() {  # count, markers...: waits up to 10 s until exactly `count` surviv
 # with "hold", a foreground command that runs until the rollout is killed (marker 5).
 task() {  # id, markers, hold or end
   mkdir -p "$scratch/corpus/$1" "$scratch/demos/$1"
-  cp "$source_dir/tests/harness/tasks/elementwise.py" "$scratch/corpus/$1/$1.py"
+  cp "$source_dir/tests/skills/harness/tasks/elementwise.py" "$scratch/corpus/$1/$1.py"
   python3 - "$scratch" "$1" "$3" $2 <<'PY'
 import json, os, sys
 scratch, task, hold, m = sys.argv[1], sys.argv[2], sys.argv[3] == "hold", sys.argv[4:]

@@ -8,11 +8,11 @@
 # server that accepts the connection and never answers.
 #
 # The tasks and demonstrations are assembled here from the harness red-team candidates
-# (tests/harness), so the faults are the same code the harness tests use.
+# (tests/skills/harness), so the faults are the same code the harness tests use.
 set -euo pipefail
 bin="$1"
 source_dir="$(cd "$(dirname "$0")/../.." && pwd)"
-candidates="$source_dir/tests/harness/candidates"
+candidates="$source_dir/tests/skills/harness/candidates"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 chmod 755 "$scratch"  # sandboxed commands may run as another user and must reach the workdir
@@ -25,10 +25,10 @@ mkdir -p "$set_dir" "$demo_dir"
 demo() {
   local id="$1" candidate="$2" extra="${3:-}"
   mkdir -p "$demo_dir/$id/kernels"
-  cp "$source_dir/tests/harness/kernels/elementwise.cpp" "$demo_dir/$id/kernels/"
+  cp "$source_dir/tests/skills/harness/kernels/elementwise.cpp" "$demo_dir/$id/kernels/"
   [[ "$candidate" == /* ]] || candidate="$candidates/$candidate"
   cp "$candidate/model_new.py" "$demo_dir/$id/"
-  cp "$source_dir/tests/harness/tasks/elementwise.py" "$set_dir/$id.py"
+  cp "$source_dir/tests/skills/harness/tasks/elementwise.py" "$set_dir/$id.py"
   cat > "$demo_dir/$id/demo.json" <<JSON
 {"task_id": "$id", "device": "cpu", "final": "done",
  "steps": [

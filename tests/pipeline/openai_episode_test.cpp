@@ -17,7 +17,7 @@
 
 #include "actors/policy/demo_backend.hpp"
 #include "actors/process/subprocess.hpp"
-#include "tests/message_log/test_support.hpp"
+#include "tests/actors/message_log/test_support.hpp"
 #include "tests/support/openai_test_server.hpp"
 
 namespace fs = std::filesystem;

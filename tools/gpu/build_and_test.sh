@@ -67,7 +67,7 @@ bench_rc=skipped
 if [ "${BENCH_BUILD:-1}" = 1 ]; then
   set +e
   "$build_dir/tools/cuda-agent" "${build_sandbox[@]}" --set "harness.python=$python" \
-    bench build tests/build/fixtures/cuda_add --device cuda 2>&1 | tee "$out_dir/bench_build.log"
+    bench build tests/kernels/build/fixtures/cuda_add --device cuda 2>&1 | tee "$out_dir/bench_build.log"
   bench_rc=${PIPESTATUS[0]}
   set -e
 fi

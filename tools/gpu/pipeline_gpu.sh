@@ -28,7 +28,7 @@
 #                  beside the same kernel as a workdir, its build against its own load_inline
 #                  (`bench build --kernelbench-file`), and `eval --kernelbench-dir` of it; builds
 #                  first where build-gpu/ is missing.
-#   STAGE=generate the policy model on cuda in bf16: tests/model/test_gpu_parity.py (logits and 256
+#   STAGE=generate the policy model on cuda in bf16: tests/actors/model/test_gpu_parity.py (logits and 256
 #                  greedy tokens of a 0.5B-shaped Qwen2 against transformers; $OUT_DIR/parity.json),
 #                  `bench generate` of that shape at its default grid (GEN_BATCHES, GEN_CONTEXTS) and
 #                  of Qwen2.5-7B's shape at batch 1 (GEN7B_CONTEXTS; GEN7B=0 skips it), each as JSON;
@@ -94,7 +94,7 @@ if ! bwrap --unshare-all --ro-bind / / --die-with-parent true 2>/dev/null; then 
 if ! "$bin" bench sandbox --runs 1 >"$out/sandbox_probe.log" 2>&1; then set_args+=(--set sandbox.run_as_uid=0); fi
 
 if wants harness; then
-  step timeout "${REDTEAM_S:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
+  step timeout "${REDTEAM_S:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/skills/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
   step timeout "${VARIANTS_S:-150}" "$PYTHON" tools/gpu/timing_variants.py ${VARIANT_TASKS:-bench_05_matmul bench_13_linear_relu} \
     > "$out/timing_variants.txt" 2> "$out/timing_variants.err"
@@ -169,8 +169,8 @@ if [ "$stage" = kernelbench ]; then
   rm -rf "$kb_set" "$out/kb_eval"
 fi
 if [ "$stage" = generate ] && [ "${PARITY:-1}" = 1 ]; then
-  CUDA_AGENT_BUILD_DIR=$PWD/build-gpu/tests/model CUDA_AGENT_PARITY_OUT="$out/parity.json" \
-    step timeout "${PARITY_S:-240}" "$PYTHON" -m pytest -q -s -p no:cacheprovider tests/model/test_gpu_parity.py \
+  CUDA_AGENT_BUILD_DIR=$PWD/build-gpu/tests/actors/model CUDA_AGENT_PARITY_OUT="$out/parity.json" \
+    step timeout "${PARITY_S:-240}" "$PYTHON" -m pytest -q -s -p no:cacheprovider tests/actors/model/test_gpu_parity.py \
     > "$out/parity.log" 2>&1
 fi
 if [ "$stage" = generate ] && [ "${GEN05B:-1}" = 1 ]; then
@@ -184,7 +184,7 @@ if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
     > "$out/bench_generate_7b.json" 2> "$out/bench_generate_7b.err"
 fi
 if [ "$stage" = smoke ] && [ "$smoke_part" != rest ]; then
-  step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/harness/test_redteam_gpu.py \
+  step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/skills/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
   CUDA_AGENT="$bin" CUDA_AGENT_ARGS="${set_args[*]}" step timeout "${CHECKS_S:-240}" bash corpus/check_demos.sh bench cuda \
     "${SMOKE_DEMOS:-bench_05_matmul bench_08_add_relu bench_17_attention}" > "$out/checks.txt" 2> "$out/checks.log"

@@ -24,7 +24,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKILLS = os.path.join(REPO, "skills")
 sys.path.insert(0, SKILLS)
-sys.path.insert(0, os.path.join(REPO, "tests", "harness"))
+sys.path.insert(0, os.path.join(REPO, "tests", "skills", "harness"))
 
 import torch  # noqa: E402
 from conftest import Worker  # noqa: E402  the red-team tests' client of a real worker

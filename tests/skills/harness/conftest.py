@@ -1,0 +1,88 @@
+"""Fixtures for the harness tests: a real worker process speaking the framed msgpack protocol,
+candidate solution directories assembled from tests/skills/harness/candidates, built modules cached by
+content (tests/skills/harness/build_candidate.py)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+SKILLS = os.path.join(REPO, "skills")
+sys.path.insert(0, SKILLS)
+sys.path.insert(0, HERE)
+
+from harness import framing  # noqa: E402
+import build_candidate  # noqa: E402
+
+CACHE = os.environ.get("CUDA_AGENT_HARNESS_TEST_CACHE", "/tmp/cuda-agent-harness-test-cache")
+
+
+class Worker:
+    def __init__(self):
+        env = dict(os.environ, PYTHONPATH=SKILLS)
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)
+
+    def request(self, msg):
+        framing.write_frame(self.proc.stdin.fileno(), msg)
+        return framing.read_frame(self.proc.stdout.fileno())
+
+    def close(self):
+        try:
+            self.request({"op": "shutdown"})
+        except Exception:
+            pass
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def worker():
+    w = Worker()
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="session")
+def solutions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("solutions")
+    baselines = tmp_path_factory.mktemp("baselines")
+    built = {}
+
+    def make(name, candidates_dir="candidates"):
+        if name in built:
+            return built[name]
+        src = os.path.join(HERE, candidates_dir, name)
+        meta = json.load(open(os.path.join(src, "candidate.json")))
+        dst = root / name
+        (dst / "kernels").mkdir(parents=True)
+        shutil.copy(os.path.join(HERE, "tasks", meta["task"] + ".py"), dst / "model.py")
+        shutil.copy(os.path.join(src, "model_new.py"), dst / "model_new.py")
+        for k in meta["kernels"]:
+            shutil.copy(os.path.join(HERE, "kernels", k), dst / "kernels" / k)
+        module_dir = build_candidate.build(str(dst), CACHE)
+        job = {"op": "evaluate", "task_path": str(dst / "model.py"), "solution_dir": str(dst),
+               "module_path": module_dir, "device": meta.get("device", "cpu"), "warmup_runs": 1,
+               "timed_runs": 3, "candidate_timeout_s": 60, "cpu_threads": 1, "baseline_cache_dir": str(baselines)}
+        job.update(meta.get("options", {}))
+        built[name] = (meta, job)
+        return built[name]
+
+    return make
+
+
+def candidate_names(kind, candidates_dir="candidates"):
+    names = []
+    for name in sorted(os.listdir(os.path.join(HERE, candidates_dir))):
+        meta = json.load(open(os.path.join(HERE, candidates_dir, name, "candidate.json")))
+        memo = meta.get("memo", False)  # judged by the speed it earns, not by a violation
+        honest = not meta["expect_violations"] and "expect_error" not in meta and not memo
+        fault = "expect_error" in meta
+        if (kind == "honest" and honest) or (kind == "fault" and fault) or (kind == "memo" and memo) or \
+                (kind == "cheat" and not honest and not fault and not memo):
+            names.append(name)
+    return names
