@@ -161,27 +161,27 @@ std::vector<episode_summary> run_pipeline(const settings& config, const rollout_
   std::string run_error;  // thrown only once every actor is stopped: the system waits for them
   {
     auto node = start_node_services(system, config, device, log_dir, true);
-    learner_actor learner;
+    learner_actor live_learner;
     try {
-      if (prepare) learner = prepare(system, node);
+      if (prepare) live_learner = prepare(system, node);
     } catch (const std::exception& e) {
       run_error = e.what();
     }
     caf::scoped_actor self{system};
     if (run_error.empty()) {
       rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
-                                node.policy_supervisor, learner};
+                                node.policy_supervisor, live_learner};
       auto manager = spawn_rollout_manager(system, plan, std::move(services), results);
       self->request(manager, caf::infinite, run_atom::value)
           .receive([](int32_t) {}, [&](caf::error& e) { run_error = system.render(e); });
-      if (run_error.empty() && learner)  // the last batch may be partial (retries ran out)
-        self->request(learner, caf::infinite, flush_atom::value)
+      if (run_error.empty() && live_learner)  // the last batch may be partial (retries ran out)
+        self->request(live_learner, caf::infinite, flush_atom::value)
             .receive([](const learner_update&) {}, [&](caf::error& e) { run_error = "the learner: " + system.render(e); });
       self->send_exit(manager, caf::exit_reason::user_shutdown);
     }
     if (node.recorder)
       self->request(node.recorder, std::chrono::seconds{30}, flush_atom::value).receive([] {}, [](caf::error&) {});
-    if (learner) self->send_exit(learner, caf::exit_reason::user_shutdown);
+    if (live_learner) self->send_exit(live_learner, caf::exit_reason::user_shutdown);
     node.stop();
   }
   system.await_all_actors_done();
