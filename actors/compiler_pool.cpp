@@ -18,11 +18,11 @@ compiler_actor::behavior_type compiler_worker(compiler_actor::pointer, build::bu
 
 }  // namespace
 
-worker_pool<compiler_pool_actor> spawn_compiler_pool(caf::actor_system& system,
+worker_pool<elastic_compiler_pool_actor> spawn_compiler_pool(caf::actor_system& system,
                                                      build::build_settings settings,
                                                      const worker_pool_limits& limits) {
   return spawn_worker_pool<compile_job>(
-      system, "compiler pool", "compiler workers", limits,
+      system, "compiler pool", role::compiler, "compiler workers", limits,
       [](int32_t i) { return fmt::format("compiler-{}", i); },
       [settings](caf::actor_system& sys) -> compiler_actor {
         // Builds block for seconds: a thread of their own, not the scheduler's.

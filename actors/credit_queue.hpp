@@ -2,7 +2,8 @@
 // (a credit is a worker slot), the policy actor (a credit is a request in flight to the backend)
 // and the rollout manager (a credit is a running episode) all admit work through it.
 //
-// A fixed number of credits, numbered 0 .. credits-1, and a bounded queue of waiting items in
+// Credits numbered 0, 1, ... (more may be added, and a credit may be retired for good: a node's
+// workers come and go), and a bounded queue of waiting items in
 // arrival order (a retry may go to the front: it stands in for work already admitted). Each
 // waiting item has an id, for its expiry timer, and the address of the actor waiting for it, so
 // that a waiter that dies loses its place instead of holding credit it will never use.
@@ -39,7 +40,7 @@ class credit_queue {
   static constexpr std::size_t unbounded = std::numeric_limits<std::size_t>::max();
 
   credit_queue(std::size_t credits = 0, std::size_t max_waiting = unbounded)
-      : in_use_(credits, false), max_waiting_(max_waiting) {}
+      : state_(credits, credit_state::free), max_waiting_(max_waiting) {}
 
   // Queues an item at the back (front = false) or the front; returns its id, or 0 when the
   // queue already holds max_waiting items (the caller rejects the item, saying so).
@@ -58,10 +59,10 @@ class credit_queue {
   // A free credit for work that need not wait, if one is free and nothing waits before it.
   std::optional<std::size_t> acquire() {
     if (!waiting_.empty()) return std::nullopt;
-    const auto free = std::find(in_use_.begin(), in_use_.end(), false);
-    if (free == in_use_.end()) return std::nullopt;
-    *free = true;
-    return static_cast<std::size_t>(free - in_use_.begin());
+    const auto free = std::find(state_.begin(), state_.end(), credit_state::free);
+    if (free == state_.end()) return std::nullopt;
+    *free = credit_state::busy;
+    return static_cast<std::size_t>(free - state_.begin());
   }
 
   // The oldest waiting item and a free credit, if there are both and may_start(item) holds for
@@ -69,10 +70,10 @@ class credit_queue {
   template <class MayStart>
   std::optional<grant> next(MayStart may_start) {
     if (waiting_.empty() || !may_start(waiting_.front().item)) return std::nullopt;
-    const auto free = std::find(in_use_.begin(), in_use_.end(), false);
-    if (free == in_use_.end()) return std::nullopt;
-    *free = true;
-    grant g{static_cast<std::size_t>(free - in_use_.begin()), std::move(waiting_.front().item)};
+    const auto free = std::find(state_.begin(), state_.end(), credit_state::free);
+    if (free == state_.end()) return std::nullopt;
+    *free = credit_state::busy;
+    grant g{static_cast<std::size_t>(free - state_.begin()), std::move(waiting_.front().item)};
     waiting_.pop_front();
     return g;
   }
@@ -80,7 +81,21 @@ class credit_queue {
     return next([](const Item&) { return true; });
   }
 
-  void release(std::size_t credit) { in_use_.at(credit) = false; }
+  // Gives a credit back; a retired one stays retired.
+  void release(std::size_t credit) {
+    if (state_.at(credit) == credit_state::busy) state_[credit] = credit_state::free;
+  }
+
+  // A new credit; returns its number.
+  std::size_t add_credit() {
+    state_.push_back(credit_state::free);
+    return state_.size() - 1;
+  }
+
+  // Takes a credit out of use for good, whether free or in use (its holder's answer, if any,
+  // comes to nothing). Its number is never handed out again.
+  void retire(std::size_t credit) { state_.at(credit) = credit_state::retired; }
+  bool retired(std::size_t credit) const { return state_.at(credit) == credit_state::retired; }
 
   // Removes the waiting item `id` (its time is up); nothing when it already has a credit.
   std::optional<Item> expire(uint64_t id) {
@@ -105,9 +120,11 @@ class credit_queue {
 
   void clear_waiting() { waiting_.clear(); }
 
-  std::size_t credits() const { return in_use_.size(); }
+  std::size_t credits() const {  // not retired
+    return state_.size() - static_cast<std::size_t>(std::count(state_.begin(), state_.end(), credit_state::retired));
+  }
   std::size_t in_use() const {
-    return static_cast<std::size_t>(std::count(in_use_.begin(), in_use_.end(), true));
+    return static_cast<std::size_t>(std::count(state_.begin(), state_.end(), credit_state::busy));
   }
   std::size_t waiting() const { return waiting_.size(); }
   std::size_t peak_waiting() const { return peak_waiting_; }  // how hard backpressure pushed
@@ -120,7 +137,9 @@ class credit_queue {
     Item item;
   };
 
-  std::vector<bool> in_use_;
+  enum class credit_state : uint8_t { free, busy, retired };
+
+  std::vector<credit_state> state_;
   std::deque<waiting_entry> waiting_;
   std::size_t max_waiting_;
   std::size_t peak_waiting_ = 0;

@@ -38,10 +38,10 @@ gpu_slot_actor::behavior_type profiler_slot(gpu_slot_actor::pointer, harness::ha
 
 }  // namespace
 
-worker_pool<gpu_pool_actor> spawn_gpu_pool(caf::actor_system& system, harness::harness_settings settings,
+worker_pool<elastic_gpu_pool_actor> spawn_gpu_pool(caf::actor_system& system, harness::harness_settings settings,
                            std::string device, const worker_pool_limits& limits) {
   return spawn_worker_pool<verify_job, profile_job, evaluate_job>(
-      system, "gpu pool", "gpu slots", limits,
+      system, "gpu pool", role::gpu, "gpu slots", limits,
       [device](int32_t i) { return fmt::format("{}-slot-{}", device, i); },
       [settings, device](caf::actor_system& sys) -> gpu_slot_actor {
         return sys.spawn<caf::detached>(profiler_slot, settings, device);

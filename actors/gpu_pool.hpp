@@ -14,7 +14,7 @@ namespace cuda_agent {
 
 // `device` is "cpu" or "cuda". Every slot's worker uses the default device of its process: on a
 // host with several GPUs, run one node per GPU (CUDA_VISIBLE_DEVICES) with one slot each.
-worker_pool<gpu_pool_actor> spawn_gpu_pool(caf::actor_system& system, harness::harness_settings settings,
+worker_pool<elastic_gpu_pool_actor> spawn_gpu_pool(caf::actor_system& system, harness::harness_settings settings,
                            std::string device, const worker_pool_limits& limits);
 
 }  // namespace cuda_agent

@@ -17,9 +17,17 @@
 namespace cuda_agent {
 namespace {
 
-worker_pool_limits pool_limits(const settings& config, const char* workers_key) {
+worker_pool_limits pool_limits(const settings& config, const char* workers_key, const node_services& node,
+                               bool open_to_nodes) {
   worker_pool_limits limits;
   limits.workers = static_cast<int32_t>(config.get_int(workers_key));
+  if (limits.workers == 0 && !open_to_nodes)
+    throw std::runtime_error{fmt::format("{} = 0 leaves this process without workers; it may be 0 only for "
+                                         "`rollout --listen`, whose nodes bring them",
+                                         workers_key)};
+  limits.open_to_nodes = open_to_nodes;
+  limits.max_requeues = static_cast<int32_t>(config.get_int("cluster.max_requeues"));
+  limits.recorder = node.recorder;
   limits.max_waiting = static_cast<std::size_t>(config.get_int("rollout.max_waiting_jobs"));
   limits.max_wait = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
   limits.job_timeout = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
@@ -56,7 +64,7 @@ void hold_timing_cpus(const harness::harness_settings& settings, const std::stri
 
 node_services start_node_services(caf::actor_system& system, const settings& config,
                                   const std::string& device, const std::filesystem::path& log_dir,
-                                  bool with_policy) {
+                                  bool with_policy, bool open_to_nodes) {
   node_services node;
   // Check the sandbox before anything starts: a missing bubblewrap is one clear line.
   const auto sandbox_config = sandbox_settings::from(config);
@@ -78,10 +86,10 @@ node_services start_node_services(caf::actor_system& system, const settings& con
     node.policy_backend = backend;
   }
   node.compiler = spawn_compiler_pool(system, build::build_settings::from(config),
-                                      pool_limits(config, "rollout.compiler_workers"));
+                                      pool_limits(config, "rollout.compiler_workers", node, open_to_nodes));
   const auto harness_config = harness::harness_settings::from(config);
   hold_timing_cpus(harness_config, device);
-  node.gpu = spawn_gpu_pool(system, harness_config, device, pool_limits(config, "rollout.gpu_slots"));
+  node.gpu = spawn_gpu_pool(system, harness_config, device, pool_limits(config, "rollout.gpu_slots", node, open_to_nodes));
   node.make_tools = [&system, sandbox_config, tool_limits](const episode_config& episode) {
     sandbox box{episode.workdir, sandbox_config};
     box.prepare_workdir();

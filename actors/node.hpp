@@ -37,8 +37,8 @@ struct node_services {
   // The backend the policy actor serves (empty without a policy): `train --live` pushes new
   // weights into it (policy::torch_backend::update_weights).
   std::shared_ptr<policy::policy_backend> policy_backend;
-  worker_pool<compiler_pool_actor> compiler;
-  worker_pool<gpu_pool_actor> gpu;
+  worker_pool<elastic_compiler_pool_actor> compiler;
+  worker_pool<elastic_gpu_pool_actor> gpu;
   // Starts the tools of an episode whose directory is prepared (sandbox per sandbox.*).
   std::function<tools_actor(const episode_config&)> make_tools;
 
@@ -54,10 +54,12 @@ void configure_actor_system(const settings& config, caf::actor_system_config& cf
 void hold_timing_cpus(const harness::harness_settings& settings, const std::string& device);
 
 // Starts the node's actors. `log_dir` empty: no recorder. `with_policy` false: no policy actor.
+// `open_to_nodes`: the pools also take other nodes' workers (`rollout --listen`), and may have
+// none of their own.
 // Throws std::runtime_error (one line) when something cannot start (the log is locked,
 // bubblewrap is missing, the policy settings are wrong, ...), before any episode runs.
 node_services start_node_services(caf::actor_system& system, const settings& config,
                                   const std::string& device, const std::filesystem::path& log_dir,
-                                  bool with_policy);
+                                  bool with_policy, bool open_to_nodes = false);
 
 }  // namespace cuda_agent

@@ -215,7 +215,7 @@ std::vector<message_log::record> episode_records(const std::vector<message_log::
                                                  const std::string& episode_id) {
   std::vector<message_log::record> mine;
   for (const auto& r : log)
-    if (r.episode == episode_id) mine.push_back(r);
+    if (r.episode == episode_id && r.receiver != role::node && r.sender != role::node) mine.push_back(r);
   return mine;
 }
 

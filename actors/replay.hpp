@@ -46,7 +46,9 @@ struct replay_report {
 // Episode ids that have an episode_started record, in log order.
 std::vector<std::string> recorded_episodes(const std::vector<message_log::record>& log);
 
-// The records of one episode, in log order.
+// The records of one episode, in log order. Where its jobs ran is not what it did: the cluster's
+// records about its jobs (a job requeued from a lost node, a late answer dropped; role::node)
+// are left out, so a distributed run replays like a one-process run.
 std::vector<message_log::record> episode_records(const std::vector<message_log::record>& log,
                                                  const std::string& episode_id);
 

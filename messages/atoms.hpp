@@ -32,6 +32,14 @@ using restarts_atom = caf::atom_constant<caf::atom("restarts")>;  // (restarts) 
 // The policy actor (actors/policy/policy_actor.hpp).
 using policy_stats_atom = caf::atom_constant<caf::atom("polstats")>;  // (policy_stats) -> policy_stats
 
+// Nodes across machines (actors/cluster/): a node says hello, then joins with its offer; it
+// leaves, or is told the run is over (finish). A pool takes a node's workers and drops them.
+using hello_atom = caf::atom_constant<caf::atom("hello")>;      // (hello, node id, nonce) -> node_challenge
+using join_atom = caf::atom_constant<caf::atom("join")>;        // (join, node_offer, node) -> welcome text
+using leave_atom = caf::atom_constant<caf::atom("leave")>;      // (leave, node id, reason): a node goes
+using add_workers_atom = caf::atom_constant<caf::atom("addworkers")>;  // (add_workers, node id, worker, count)
+using drop_node_atom = caf::atom_constant<caf::atom("dropnode")>;      // (drop_node, node id, reason)
+
 // Stand-ins: the actor benchmarks' peers (tools/cli/bench_actors_command.cpp,
 // tools/cli/bench_peers.cpp) and the supervision tests' children (crash, finish), which exchange
 // nothing else.

@@ -52,10 +52,44 @@ template <class... Jobs>
 using job_pool_actor = typename job_worker_actor<Jobs...>::template extend<
     caf::replies_to<pool_stats_atom>::with<pool_stats>, caf::reacts_to<expire_atom, uint64_t>>;
 
+// A pool open to nodes (actors/job_pool.hpp) also takes a node's workers: `count` credits that
+// all send their jobs to one worker handle, and gives them up when the node is dropped (or the
+// handle dies); the jobs they held go back to the queue.
+template <class... Jobs>
+using elastic_pool_actor = typename job_pool_actor<Jobs...>::template extend<
+    caf::reacts_to<add_workers_atom, std::string, job_worker_actor<Jobs...>, int32_t>,
+    caf::reacts_to<drop_node_atom, std::string, std::string>>;
+
 using compiler_actor = job_worker_actor<compile_job>;
 using compiler_pool_actor = job_pool_actor<compile_job>;
 using gpu_slot_actor = job_worker_actor<verify_job, profile_job, evaluate_job>;
 using gpu_pool_actor = job_pool_actor<verify_job, profile_job, evaluate_job>;
+using elastic_compiler_pool_actor = elastic_pool_actor<compile_job>;
+using elastic_gpu_pool_actor = elastic_pool_actor<verify_job, profile_job, evaluate_job>;
+
+// --- Nodes across machines (actors/cluster/) ----------------------------------------------------
+
+// A node as the coordinator sees it (actors/cluster/node_endpoint.hpp): it runs jobs whose files
+// travel with them, answers a build with the built module's files, and is told when the run is
+// over (finish, with the reason).
+using node_actor =
+    caf::typed_actor<caf::replies_to<compile_job, file_bundle>::with<compile_result, file_bundle>,
+                     caf::replies_to<verify_job, file_bundle>::with<verify_result>,
+                     caf::replies_to<profile_job, file_bundle>::with<profile_result>,
+                     caf::replies_to<evaluate_job, file_bundle>::with<reward_record>,
+                     caf::replies_to<finish_atom, std::string>::with<bool>>;
+
+// The coordinator (actors/cluster/coordinator.hpp), published on the rollout's --listen port:
+// (hello) starts the mutual proof of the token; (join) admits a node whose offer proves it;
+// (leave) a joined node going; (status) the cluster, for a caller that proved the token with a
+// hello of its own; (finish) from its own process: the run is over, tell the nodes (answers how
+// many acknowledged).
+using coordinator_actor =
+    caf::typed_actor<caf::replies_to<hello_atom, std::string, std::string>::with<node_challenge>,
+                     caf::replies_to<join_atom, node_offer, node_actor>::with<std::string>,
+                     caf::reacts_to<leave_atom, std::string, std::string>,
+                     caf::replies_to<status_atom, std::string, std::string>::with<cluster_status>,
+                     caf::replies_to<finish_atom, std::string>::with<int32_t>>;
 
 // --- An episode and its peers --------------------------------------------------------------------
 

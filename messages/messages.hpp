@@ -394,7 +394,74 @@ struct node_heartbeat {
 };
 CUDA_AGENT_FIELDS(node_heartbeat, node_id, sent_at_ns, free_gpu_slots, free_compiler_workers);
 
+// A node joining a coordinator (actors/cluster/coordinator.hpp) first says hello with a nonce of
+// its own; the coordinator answers with a nonce for the node to sign and its own proof that it
+// holds the shared token (both HMAC-SHA256 over the token, actors/cluster/node_auth.hpp), so
+// neither side trusts a peer that merely reached its port.
+struct node_challenge {
+  std::string nonce;  // what the node signs in its node_offer
+  std::string proof;  // the coordinator's signature over the node's nonce
+};
+CUDA_AGENT_FIELDS(node_challenge, nonce, proof);
+
+// What a node offers when it joins: its slots, its proof of the token, and its heartbeat
+// settings, which must equal the coordinator's (one-sided heartbeats give spurious losses).
+struct node_offer {
+  node_join node;
+  std::string nonce;  // the coordinator's, from node_challenge
+  std::string proof;
+  int64_t heartbeat_ms = 0;
+  int64_t connection_timeout_ms = 0;
+};
+CUDA_AGENT_FIELDS(node_offer, node, nonce, proof, heartbeat_ms, connection_timeout_ms);
+
+// A file shipped with a job to a node, or with a built module back from one, named by its
+// content: the receiver checks the digest before it uses the bytes
+// (actors/cluster/file_bundle.hpp).
+struct shipped_file {
+  std::string path;  // relative to the bundle's root, '/'-separated, never absolute or with ".."
+  std::string sha256;
+  std::string content;
+  bool executable = false;
+};
+CUDA_AGENT_FIELDS(shipped_file, path, sha256, content, executable);
+
+struct file_bundle {
+  std::vector<shipped_file> files;
+};
+CUDA_AGENT_FIELDS(file_bundle, files);
+
+// A job whose node was lost (or left) while it ran, put back at the front of its pool's queue to
+// run elsewhere. `requeues` counts how often this job has been put back so far.
+struct job_requeued {
+  std::string job_id;
+  std::string episode_id;
+  std::string node_id;
+  std::string reason;
+  int32_t requeues = 0;
+};
+CUDA_AGENT_FIELDS(job_requeued, job_id, episode_id, node_id, reason, requeues);
+
+// An answer that arrived for a job after its node had been given up and the job requeued: it is
+// dropped, so every job is answered once.
+struct late_answer {
+  std::string job_id;
+  std::string episode_id;
+  std::string node_id;
+};
+CUDA_AGENT_FIELDS(late_answer, job_id, episode_id, node_id);
+
 // --- Status replies ------------------------------------------------------------------------------
+
+// One node's share of a pool: its workers, how many hold a job, and jobs answered and requeued.
+struct node_load {
+  std::string node_id;
+  int32_t workers = 0;
+  int32_t busy = 0;
+  int64_t done = 0;
+  int64_t requeued = 0;  // jobs taken back from it when it was lost or left
+};
+CUDA_AGENT_FIELDS(node_load, node_id, workers, busy, done, requeued);
 
 // A job pool's answer to (pool_stats_atom): how full it is and how hard backpressure pushed.
 struct pool_stats {
@@ -403,8 +470,9 @@ struct pool_stats {
   int32_t waiting = 0;       // jobs queued for a worker now
   int32_t rejected = 0;      // jobs refused so far (queue full or waited past max_wait)
   int32_t peak_waiting = 0;  // the longest the queue has been
+  std::vector<node_load> nodes;  // the workers by node: "local" for the pool's own process
 };
-CUDA_AGENT_FIELDS(pool_stats, capacity, busy, waiting, rejected, peak_waiting);
+CUDA_AGENT_FIELDS(pool_stats, capacity, busy, waiting, rejected, peak_waiting, nodes);
 
 // The policy actor's answer to (policy_stats_atom): its concurrency credit.
 struct policy_stats {
@@ -425,6 +493,18 @@ struct rollout_status {
 };
 CUDA_AGENT_FIELDS(rollout_status, done, running, queued, retried, rewards);
 
+// The coordinator's answer to `cuda-agent status` (actors/cluster/coordinator.hpp): its nodes and
+// its two pools, each broken down by node.
+struct cluster_status {
+  std::vector<node_join> nodes;  // joined and not lost, in joining order
+  pool_stats compiler;
+  pool_stats gpu;
+  double uptime_s = 0;
+  int64_t refused = 0;  // joins refused so far (wrong token, mismatched settings)
+  int64_t lost = 0;     // nodes lost so far
+};
+CUDA_AGENT_FIELDS(cluster_status, nodes, compiler, gpu, uptime_s, refused, lost);
+
 // --- The list of all types ----------------------------------------------------------------------
 
 // Every type above, once. The CAF registration (needed on every node for the wire) and the tests
@@ -434,8 +514,9 @@ using all_message_types = caf::detail::type_list<
     policy_response, tool_request, tool_result, compile_job, compile_result, verify_job,
     verify_result, timing_stats, profile_job, profile_result, evaluate_job, timing_quality,
     reward_record,
-    trajectory_turn, trajectory, learner_update, node_join, node_leave, node_heartbeat, pool_stats,
-    policy_stats, rollout_status>;
+    trajectory_turn, trajectory, learner_update, node_join, node_leave, node_heartbeat,
+    node_challenge, node_offer, shipped_file, file_bundle, job_requeued, late_answer, node_load,
+    pool_stats, policy_stats, rollout_status, cluster_status>;
 
 static_assert(caf::detail::tl_is_distinct<all_message_types>::value,
               "all_message_types lists a type twice");

@@ -15,5 +15,7 @@ inline constexpr const char* compiler = "compiler";  // the compiler pool
 inline constexpr const char* gpu = "gpu";            // the GPU pool (harness workers)
 inline constexpr const char* rollout = "rollout";    // the rollout manager
 inline constexpr const char* learner = "learner";    // the learner
+inline constexpr const char* coordinator = "coordinator";  // a rollout's membership (actors/cluster)
+inline constexpr const char* node = "node";                // a node that joined it
 
 }  // namespace cuda_agent::role

@@ -27,7 +27,7 @@ const fs::path kFixtures = fs::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "kernels"
 struct compiler_pool_fixture : ::testing::Test {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
-  worker_pool<compiler_pool_actor> pool;
+  worker_pool<elastic_compiler_pool_actor> pool;
 
   static build::build_settings test_settings() {
     auto s = build::build_settings::from(settings{});

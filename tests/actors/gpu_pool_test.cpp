@@ -25,7 +25,7 @@ using harness::built_candidate;
 struct gpu_pool_fixture : ::testing::Test {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
-  worker_pool<gpu_pool_actor> pool;
+  worker_pool<elastic_gpu_pool_actor> pool;
 
   void start(int32_t slots) {
     register_message_types(cfg);

@@ -1,9 +1,12 @@
 // The job pool with a real actor system and real worker actors under a real supervisor: credit
 // bounds, the bounded queue, the waiting deadline, a worker that crashes mid-job, and a requester
-// that dies while its job waits.
+// that dies while its job waits. Then nodes' workers: added while the pool runs, lost or dropped
+// mid-job (the job runs elsewhere, once), and a late answer from a dropped node.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -173,6 +176,167 @@ TEST_F(pool_fixture, a_requester_that_dies_while_waiting_loses_its_place) {
                   caf::after(10s) >> [] { FAIL() << "no answer"; });
   EXPECT_EQ(finished, (std::vector<std::string>{"holding", "after"}));
   EXPECT_EQ(stats->jobs_run.load(), 2) << "the dead requester's job must not run";
+}
+
+// --- Nodes' workers -----------------------------------------------------------------------------
+
+// A node's worker stand-in: sleeps for the milliseconds in job.arch, then answers with its tag in
+// module_path, so the test sees which node answered.
+compiler_actor::behavior_type tagged_worker(compiler_actor::pointer, std::string tag, std::shared_ptr<worker_stats> stats) {
+  return {[tag, stats](const compile_job& job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{std::stoi(job.arch)});
+    ++stats->jobs_run;
+    compile_result result;
+    result.job_id = job.job_id;
+    result.ok = true;
+    result.module_path = tag;
+    return result;
+  }};
+}
+
+// A node's worker that takes a job and never answers (the node hangs); event-based, so an exit
+// message ends it at once, as a lost connection ends a real node's remote worker.
+compiler_actor::behavior_type silent_worker(compiler_actor::stateful_pointer<std::vector<caf::response_promise>> self) {
+  return {[self](const compile_job&) -> caf::result<compile_result> {
+    auto promise = self->make_response_promise<compile_result>();
+    self->state.push_back(promise);
+    return promise;
+  }};
+}
+
+// Keeps the type of every record the pool logs.
+struct record_list {
+  std::mutex mutex;
+  std::vector<std::string> types;
+  std::vector<std::string> all() {
+    std::lock_guard<std::mutex> lock{mutex};
+    return types;
+  }
+};
+
+recorder_actor::behavior_type listing_recorder(recorder_actor::pointer, std::shared_ptr<record_list> list) {
+  return {[list](record_atom, const recorded_message& r) {
+            std::lock_guard<std::mutex> lock{list->mutex};
+            list->types.push_back(r.type);
+          },
+          [](flush_atom) {}};
+}
+
+struct node_pool_fixture : ::testing::Test {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  std::shared_ptr<worker_stats> stats = std::make_shared<worker_stats>();
+  std::shared_ptr<record_list> records = std::make_shared<record_list>();
+  elastic_compiler_pool_actor pool;
+
+  void start(int32_t max_requeues = 3) {
+    register_message_types(cfg);
+    system = std::make_unique<caf::actor_system>(cfg);
+    job_pool_options options;
+    options.name = "compiler pool";
+    options.open_to_nodes = true;  // no worker of its own
+    options.max_requeues = max_requeues;
+    options.recorder = system->spawn(listing_recorder, records);
+    options.role = "compiler";
+    pool = spawn_job_pool<compile_job>(*system, options);
+  }
+
+  compiler_actor node_worker(const std::string& tag) {
+    return system->spawn<caf::detached>(tagged_worker, tag, stats);
+  }
+
+  pool_stats stats_now(caf::scoped_actor& self) {
+    pool_stats s;
+    self->request(pool, 5s, pool_stats_atom::value).receive([&](pool_stats& r) { s = r; }, [](caf::error&) {});
+    return s;
+  }
+
+  void TearDown() override {
+    if (!system) return;
+    caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+    system->await_all_actors_done();
+    system.reset();
+  }
+};
+
+TEST_F(node_pool_fixture, a_job_waits_for_a_node_and_a_lost_nodes_job_runs_on_the_next_once) {
+  start();
+  caf::scoped_actor self{*system};
+  compiler_actor lost = system->spawn(silent_worker);
+  self->send(pool, add_workers_atom::value, std::string{"node-a"}, lost, int32_t{1});
+  // The job goes to node-a, which hangs; 200 ms later its worker dies (the connection is gone).
+  self->send(pool, pool_fixture::job("j1", 50));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(stats_now(self).busy, 1);
+  self->send_exit(lost, caf::exit_reason::kill);
+  std::this_thread::sleep_for(200ms);
+  auto s = stats_now(self);
+  EXPECT_EQ(s.capacity, 0) << "the lost node's worker must be gone";
+  EXPECT_EQ(s.waiting, 1) << "its job must wait again, not fail";
+  self->send(pool, add_workers_atom::value, std::string{"node-b"}, node_worker("node-b"), int32_t{2});
+  int answers = 0;
+  self->receive([&](compile_result& r) { ++answers; EXPECT_EQ(r.module_path, "node-b"); },
+                [](caf::error& e) { FAIL() << caf::to_string(e); },
+                caf::after(10s) >> [] { FAIL() << "the requeued job never finished"; });
+  self->receive([&](compile_result&) { ++answers; }, [&](caf::error&) { ++answers; }, caf::after(2500ms) >> [] {});
+  EXPECT_EQ(answers, 1) << "a job is answered once";
+  s = stats_now(self);
+  ASSERT_EQ(s.nodes.size(), 1u);
+  EXPECT_EQ(s.nodes[0].node_id, "node-b");
+  EXPECT_EQ(s.nodes[0].workers, 2);
+  EXPECT_EQ(s.nodes[0].done, 1);
+  const auto types = records->all();
+  EXPECT_EQ(std::count(types.begin(), types.end(), "job_requeued"), 1);
+}
+
+TEST_F(node_pool_fixture, an_answer_from_a_dropped_node_comes_too_late_and_is_dropped) {
+  start();
+  caf::scoped_actor self{*system};
+  self->send(pool, add_workers_atom::value, std::string{"node-a"}, node_worker("node-a"), int32_t{1});
+  self->send(pool, pool_fixture::job("j1", 600));
+  std::this_thread::sleep_for(100ms);
+  // Given up (as after missed heartbeats) while its worker still runs the job.
+  self->send(pool, drop_node_atom::value, std::string{"node-a"}, std::string{"lost: connection timed out"});
+  self->send(pool, add_workers_atom::value, std::string{"node-b"}, node_worker("node-b"), int32_t{1});
+  std::vector<std::string> answered_by;
+  self->receive([&](compile_result& r) { answered_by.push_back(r.module_path); },
+                [](caf::error& e) { FAIL() << caf::to_string(e); }, caf::after(10s) >> [] { FAIL() << "no answer"; });
+  // node-a's answer arrives about 500 ms later; it must not reach the requester.
+  self->receive([&](compile_result& r) { answered_by.push_back(r.module_path); }, [](caf::error&) {},
+                caf::after(1500ms) >> [] {});
+  EXPECT_EQ(answered_by, std::vector<std::string>{"node-b"});
+  EXPECT_EQ(stats->jobs_run.load(), 2) << "both nodes ran it; one answer counted";
+  const auto types = records->all();
+  EXPECT_EQ(std::count(types.begin(), types.end(), "job_requeued"), 1);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "late_answer"), 1);
+  EXPECT_EQ(stats_now(self).busy, 0) << "the late answer must not free or take a credit";
+}
+
+TEST_F(node_pool_fixture, a_job_lost_more_often_than_allowed_fails_naming_the_setting) {
+  start(0);
+  caf::scoped_actor self{*system};
+  self->send(pool, add_workers_atom::value, std::string{"node-a"}, node_worker("node-a"), int32_t{1});
+  self->send(pool, pool_fixture::job("j1", 1000));
+  std::this_thread::sleep_for(100ms);
+  self->send(pool, drop_node_atom::value, std::string{"node-a"}, std::string{"left: stopped"});
+  std::string error;
+  self->receive([](compile_result&) { FAIL() << "the job must fail"; }, [&](caf::error& e) { error = system->render(e); },
+                caf::after(5s) >> [] { FAIL() << "no answer"; });
+  EXPECT_NE(error.find("cluster.max_requeues"), std::string::npos) << error;
+}
+
+TEST_F(node_pool_fixture, a_pool_closed_to_nodes_without_workers_refuses_at_once) {
+  register_message_types(cfg);
+  system = std::make_unique<caf::actor_system>(cfg);
+  job_pool_options options;
+  options.name = "compiler pool";
+  pool = spawn_job_pool<compile_job>(*system, options);
+  caf::scoped_actor self{*system};
+  std::string error;
+  self->request(pool, 5s, pool_fixture::job("j1", 1)).receive([](compile_result&) {}, [&](caf::error& e) {
+    error = system->render(e);
+  });
+  EXPECT_NE(error.find("has no workers"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -99,8 +99,20 @@ template <> inline node_join sample() {
 }
 template <> inline node_leave sample() { return {"node-b", "connection lost"}; }
 template <> inline node_heartbeat sample() { return {"node-b", 1764547200000000000, 3, 7}; }
-template <> inline pool_stats sample() { return {4, 3, 9, 2, 11}; }
+template <> inline node_challenge sample() { return {"6f1c0a", "9be2d4"}; }
+template <> inline node_offer sample() { return {sample<node_join>(), "6f1c0a", "77aa01", 1000, 5000}; }
+template <> inline shipped_file sample() {
+  return {"module/cuda_agent_kernels.so", std::string(64, 'a'), std::string{"\x7f" "ELF\0\x01", 6}, true};
+}
+template <> inline file_bundle sample() { return {{sample<shipped_file>(), {"task/L1-19.py", "b0", "x = 1\n", false}}}; }
+template <> inline job_requeued sample() { return {"job-3", "ep-7", "node-b", "node lost: connection timed out", 1}; }
+template <> inline late_answer sample() { return {"job-3", "ep-7", "node-b"}; }
+template <> inline node_load sample() { return {"node-b", 8, 3, 120, 2}; }
+template <> inline pool_stats sample() { return {4, 3, 9, 2, 11, {sample<node_load>()}}; }
 template <> inline policy_stats sample() { return {2, 5, 3, 7}; }
 template <> inline rollout_status sample() { return {12, 4, 30, 1, {2, 6, 3, 1}}; }
+template <> inline cluster_status sample() {
+  return {{sample<node_join>()}, sample<pool_stats>(), sample<pool_stats>(), 12.5, 1, 2};
+}
 
 }  // namespace cuda_agent::testing

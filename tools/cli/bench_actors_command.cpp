@@ -229,12 +229,12 @@ struct episode_run {
 // A pool as spawn_gpu_pool and spawn_compiler_pool build it (spawn_worker_pool); only the
 // workers are stand-ins.
 template <class... Jobs, class StartWorker>
-worker_pool<job_pool_actor<Jobs...>> spawn_simulated_pool(caf::actor_system& system, const std::string& name,
+worker_pool<elastic_pool_actor<Jobs...>> spawn_simulated_pool(caf::actor_system& system, const std::string& name,
                                  int32_t workers, std::size_t max_waiting, StartWorker start) {
   const worker_pool_limits limits{workers, max_waiting, std::chrono::minutes{10},
                                   std::chrono::minutes{10}};
   return spawn_worker_pool<Jobs...>(
-      system, name, name + " workers", limits,
+      system, name, name, name + " workers", limits,
       [name](int32_t i) { return fmt::format("{}-{}", name, i); }, start);
 }
 

@@ -44,6 +44,9 @@ void add_bench_build_command(CLI::App& bench, invocation& inv);  // build_comman
 void add_rollout_command(CLI::App& app, invocation& inv);   // rollout_command.cpp
 void add_eval_command(CLI::App& app, invocation& inv);      // rollout_command.cpp
 void add_replay_command(CLI::App& app, invocation& inv);    // replay_command.cpp
+void add_node_command(CLI::App& app, invocation& inv);      // node_command.cpp
+void add_status_command(CLI::App& app, invocation& inv);    // status_command.cpp
+void add_bench_nodes_command(CLI::App& bench, invocation& inv);  // bench_nodes_command.cpp
 void add_report_command(CLI::App& app, invocation& inv);    // report_command.cpp
 void add_bench_sandbox_command(CLI::App& bench, invocation& inv);  // bench_sandbox_command.cpp
 void add_bench_actors_command(CLI::App& bench, invocation& inv);   // bench_actors_command.cpp

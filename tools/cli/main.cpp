@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   cli::add_rollout_command(app, inv);
   cli::add_eval_command(app, inv);
   cli::add_replay_command(app, inv);
+  cli::add_node_command(app, inv);
+  cli::add_status_command(app, inv);
   cli::add_report_command(app, inv);
 #ifdef CUDA_AGENT_HAVE_TORCH
   cli::add_generate_command(app, inv);
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
   cli::add_bench_sandbox_command(*bench, inv);
   cli::add_bench_actors_command(*bench, inv);
   cli::add_bench_harness_command(*bench, inv);
+  cli::add_bench_nodes_command(*bench, inv);
 #ifdef CUDA_AGENT_HAVE_TORCH
   cli::add_bench_generate_command(*bench, inv);
   cli::add_bench_learn_command(*bench, inv);

@@ -12,15 +12,20 @@
 #include <map>
 
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "actors/cluster/cluster_settings.hpp"
+#include "actors/cluster/coordinator.hpp"
+#include "actors/cluster/node_auth.hpp"
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
 #include "messages/episode_id.hpp"
 #include "messages/roles.hpp"
+#include "tools/cli/cluster_client.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/kernelbench_candidate.hpp"
 #include "tools/cli/pipeline.hpp"
@@ -45,6 +50,9 @@ struct rollout_options {
   bool resume = false;
   std::string out_dir;  // eval: log, episodes and summary.json under it
   std::string kernelbench_dir;  // eval: judge these KernelBench-format generations (demo policy)
+  std::string listen;           // HOST:PORT: be a coordinator that nodes join
+  std::string token_file;
+  int local_slots = -1;         // with --listen: GPU slots and compiler workers of our own
 };
 
 // Exit status of a run that finished but in which episodes ended in infrastructure failure:
@@ -154,17 +162,64 @@ int run_rollout(settings config, rollout_options o) {
                              run_id, plan.settled.size(), plan.episodes, run_id, plan.resume);
   }
 
-  require_device(o.device);
+  const bool coordinating = !o.listen.empty();
+  std::string token;
+  host_port listen_address;
+  if (coordinating) {
+    listen_address = parse_host_port("--listen", o.listen);
+    if (o.token_file.empty()) throw usage_error{"--listen needs --token-file F: the secret nodes must prove"};
+    try {
+      token = cluster::read_token_file(o.token_file);
+    } catch (const std::exception& e) {
+      throw usage_error{e.what()};
+    }
+    if (o.local_slots >= 0) {
+      config.apply_override(fmt::format("rollout.gpu_slots={}", o.local_slots));
+      config.apply_override(fmt::format("rollout.compiler_workers={}", o.local_slots));
+    }
+  } else if (!o.token_file.empty() || o.local_slots >= 0) {
+    throw usage_error{"--token-file and --local-slots go with --listen HOST:PORT"};
+  }
+
+  if (!coordinating || o.local_slots != 0) require_device(o.device);
   require_policy_server(config);
   check_tasks(config, plan.tasks);  // a broken task is refused here, never scored as its candidates' -1
 
+  const auto cluster_config = cluster::cluster_settings::from(config);
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
+  if (coordinating) cluster::configure_middleman(cluster_config, cfg);
   caf::actor_system system{cfg};
   auto results = std::make_shared<rollout_results>();
   std::string run_error;  // thrown only once every actor is stopped: the system waits for them
   {
-    auto node = start_node_services(system, config, o.device, log_dir, true);
+    auto node = start_node_services(system, config, o.device, log_dir, true, coordinating);
+    coordinator_actor coordinator;
+    if (coordinating) {
+      cluster::coordinator_options options;
+      options.token = token;
+      options.compiler = node.compiler.pool;
+      options.gpu = node.gpu.pool;
+      options.recorder = node.recorder;
+      options.shipping.store = cluster_config.work_dir / "coordinator" / "modules";
+      options.shipping.max_bundle_bytes = cluster_config.max_bundle_bytes;
+      options.shipping.job_timeout = std::chrono::seconds{config.get_int("episode.job_timeout_s")};
+      options.heartbeat = cluster_config.heartbeat;
+      options.connection_timeout = cluster_config.connection_timeout;
+      coordinator = cluster::spawn_coordinator(system, std::move(options));
+      auto port = system.middleman().publish(coordinator, listen_address.port, listen_address.host.c_str(), true);
+      if (!port) {
+        caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+        node.stop();
+        throw std::runtime_error{fmt::format("--listen {}: cannot listen there: {}", o.listen, system.render(port.error()))};
+      }
+      std::cerr << fmt::format("coordinator: listening on {}:{}; nodes join with `cuda-agent node --join {}:{} "
+                               "--token-file F`\n",
+                               listen_address.host, *port, listen_address.host, *port);
+      if (listen_address.host != "127.0.0.1" && listen_address.host != "::1" && listen_address.host != "localhost")
+        std::cerr << "coordinator: warning: listening beyond loopback without TLS: nodes prove the token without "
+                     "sending it, but jobs, files and results travel unencrypted; use a private network\n";
+    }
     rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
                               node.policy_supervisor};
     auto manager = spawn_rollout_manager(system, plan, std::move(services), results);
@@ -206,6 +261,14 @@ int run_rollout(settings config, rollout_options o) {
     if (node.recorder)
       self->request(node.recorder, std::chrono::seconds{30}, flush_atom::value).receive([] {}, [](caf::error&) {});
     self->send_exit(manager, caf::exit_reason::user_shutdown);
+    if (coordinator) {
+      // Tell the nodes the run is over (they exit), then stop taking joins.
+      self->request(coordinator, std::chrono::seconds{10}, finish_atom::value,
+                    run_error.empty() ? std::string{"the rollout finished"} : "the rollout failed: " + run_error)
+          .receive([&](int32_t told) { std::cerr << fmt::format("coordinator: {} node(s) told the run is over\n", told); },
+                   [](caf::error&) {});
+      self->send_exit(coordinator, caf::exit_reason::user_shutdown);
+    }
     node.stop();
   }
   system.await_all_actors_done();
@@ -292,6 +355,12 @@ void add_rollout_command(CLI::App& app, invocation& inv) {
   cmd->add_option("--run-id", o->run_id, "Name of this run (default: r<date>-<time>)");
   cmd->add_flag("--resume", o->resume, "Continue the run --run-id whose log is --log: episodes it "
                                        "settled count as they were, the others run again");
+  cmd->add_option("--listen", o->listen, "Be the coordinator of nodes (`cuda-agent node --join`) on HOST:PORT "
+                                         "(port 0: any free one, printed)");
+  cmd->add_option("--token-file", o->token_file, "With --listen: file holding the token nodes must prove");
+  cmd->add_option("--local-slots", o->local_slots, "With --listen: GPU slots and compiler workers of this "
+                                                   "process (0: every one comes from nodes; default: settings)")
+      ->check(CLI::Range(0, 1024));
   cmd->callback([&inv, o] {
     inv.action = [&inv, o] {
       if (!o->policy.empty()) inv.config.apply_override("policy.backend=" + o->policy);

@@ -33,6 +33,10 @@
 #                  `bench generate` of that shape at its default grid (GEN_BATCHES, GEN_CONTEXTS) and
 #                  of Qwen2.5-7B's shape at batch 1 (GEN7B_CONTEXTS; GEN7B=0 skips it), each as JSON;
 #                  PARITY=0, GEN05B=0 and GEN7B=0 skip a part; builds first where build-gpu/ is missing.
+#   STAGE=nodes    a demonstration rollout of bench tasks (NODE_TASKS, 4 episodes) whose GPU slot and
+#                  compiler workers all come from a separate `cuda-agent node` process joined over
+#                  TCP (`rollout --listen 127.0.0.1:0 --local-slots 0`), and its hermetic replay;
+#                  everything in $OUT_DIR/nodes.txt. Needs build-gpu/ (run after the smoke).
 #   STAGE=all      build, harness and rollout (the default)
 #
 # A stage after build needs build-gpu/ from an earlier call on the same machine. Every step has
@@ -182,6 +186,37 @@ if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
   step timeout "${GEN7B_S:-300}" "$bin" "${set_args[@]}" bench generate --device cuda --shape qwen2.5-7b --batches 1 \
     --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" --json \
     > "$out/bench_generate_7b.json" 2> "$out/bench_generate_7b.err"
+fi
+if [ "$stage" = nodes ]; then
+  log=$out/nodes_log
+  token=runs/nodes-token
+  rm -rf "$log" && mkdir -p runs && head -c 32 /dev/urandom | base64 > "$token" && chmod 600 "$token"
+  t0=$SECONDS
+  timeout "${NODES_S:-360}" "$bin" "${set_args[@]}" rollout --corpus bench --policy demo --device cuda \
+    --tasks "${NODE_TASKS:-bench_0[1-4]*}" --episodes 4 --concurrency 4 --log "$log" --run-id nodes \
+    --listen 127.0.0.1:0 --token-file "$token" --local-slots 0 > "$out/nodes_rollout.txt" 2> "$out/nodes_rollout.err" &
+  coordinator=$!
+  port=
+  for _ in $(seq 600); do
+    port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$out/nodes_rollout.err" | cut -d: -f2)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  timeout "${NODES_S:-360}" "$bin" "${set_args[@]}" node --join "127.0.0.1:${port:-0}" --token-file "$token" \
+    --device cuda --gpus 0 --compilers 2 --name gpu-node > "$out/nodes_node.txt" 2>&1 &
+  node=$!
+  wait "$coordinator"; rc=$?
+  echo "step 'nodes rollout (coordinator, --local-slots 0)' rc=$rc in $((SECONDS - t0)) s" | tee -a "$out/steps.txt" >&2
+  wait "$node"; echo "step 'nodes node process' rc=$? in $((SECONDS - t0)) s" | tee -a "$out/steps.txt" >&2
+  step timeout "${REPLAY_S:-90}" "$bin" replay "$log" > "$out/nodes_replay.txt" 2>&1
+  "$bin" log export "$log" --out "$out/nodes_log.jsonl" > /dev/null 2>&1
+  { echo "== rollout"; cat "$out/nodes_rollout.txt"; echo "== rollout stderr (tail)"; tail -40 "$out/nodes_rollout.err"
+    echo "== node"; tail -40 "$out/nodes_node.txt"; echo "== replay"; cat "$out/nodes_replay.txt"
+    echo "== membership and requeues in the log"
+    grep -E '"type":"(node_join|node_leave|job_requeued|late_answer)"' "$out/nodes_log.jsonl" | cut -c1-300
+    echo "== jobs by node (compile and gpu results)"; grep -c '"type":"compile_result"' "$out/nodes_log.jsonl"
+  } > "$out/nodes.txt"
+  rm -rf "$log" "$out/nodes_log.jsonl" "$out/nodes_rollout.txt" "$out/nodes_rollout.err" "$out/nodes_node.txt" "$out/nodes_replay.txt"
 fi
 if [ "$stage" = smoke ] && [ "$smoke_part" != rest ]; then
   step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/skills/harness/test_redteam_gpu.py \
