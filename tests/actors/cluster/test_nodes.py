@@ -36,7 +36,7 @@ def settings(scratch):
     return ["--set", f"rollout.runs_dir={scratch}/runs", "--set", f"policy.demo_dir={SOURCE}/corpus/demos",
             "--set", f"policy.tools_dir={SOURCE}/skills/tools", "--set", "harness.timed_runs=5",
             "--set", "harness.warmup_runs=2", "--set", "cluster.heartbeat_ms=200",
-            "--set", "cluster.connection_timeout_ms=1500", "--set", f"cluster.work_dir={scratch}/cluster",
+            "--set", "cluster.connection_timeout_ms=1500", "--set", "cluster.work_dir=cluster",
             "--set", f"build.cache_dir={scratch}/build-cache", "--set", f"harness.baseline_cache_dir={scratch}/baselines",
             "--set", f"log.dir={scratch}/default-log"]
 
@@ -58,7 +58,7 @@ class Coordinator:
                 "rollout", "--corpus", "smoke", "--policy", "demo", "--tasks", TASKS, "--episodes", str(episodes),
                 "--log", self.log, "--run-id", "nodes", "--listen", listen, "--token-file", token,
                 "--local-slots", "0"],
-            stdout=subprocess.PIPE, stderr=open(self.err_path, "w"), text=True)
+            stdout=subprocess.PIPE, stderr=open(self.err_path, "w"), text=True, cwd=scratch)
         deadline = time.time() + 60
         while time.time() < deadline:
             m = re.search(r"listening on (\S+):(\d+);", open(self.err_path).read())
@@ -89,7 +89,7 @@ def start_node(scratch, coordinator, token, name, slots=1, compilers=1, prefix=(
         list(prefix) + [BINARY] + settings(scratch) + [
             "node", "--join", coordinator.address(), "--token-file", token, "--device", "cpu",
             "--slots", str(slots), "--compilers", str(compilers), "--name", name],
-        stdout=err, stderr=err)
+        stdout=err, stderr=err, cwd=scratch)  # cluster.work_dir is relative to it
 
 
 def node_busy(coordinator, token, name):
