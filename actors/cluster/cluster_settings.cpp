@@ -10,8 +10,7 @@ cluster_settings cluster_settings::from(const settings& config) {
   cluster_settings s;
   s.heartbeat = std::chrono::milliseconds{config.get_int("cluster.heartbeat_ms")};
   s.connection_timeout = std::chrono::milliseconds{config.get_int("cluster.connection_timeout_ms")};
-  // Absolute: the paths of shipped jobs reach harness workers whose working directory is their own.
-  s.work_dir = std::filesystem::absolute(config.get_string("cluster.work_dir"));
+  s.work_dir = config.get_string("cluster.work_dir");
   s.max_requeues = static_cast<int32_t>(config.get_int("cluster.max_requeues"));
   s.rejoin = std::chrono::seconds{config.get_int("cluster.rejoin_s")};
   s.max_bundle_bytes = static_cast<uint64_t>(config.get_int("cluster.max_bundle_mb")) << 20;

@@ -113,6 +113,8 @@ int run_node(settings config, node_options o) {
   if (!simulated) require_device(device);
 
   auto cluster_config = cluster::cluster_settings::from(config);
+  // Absolute: shipped jobs' paths reach harness workers whose working directory is their own.
+  cluster_config.work_dir = std::filesystem::absolute(cluster_config.work_dir);
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
   cluster::configure_middleman(cluster_config, cfg);

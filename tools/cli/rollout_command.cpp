@@ -185,7 +185,9 @@ int run_rollout(settings config, rollout_options o) {
   require_policy_server(config);
   check_tasks(config, plan.tasks);  // a broken task is refused here, never scored as its candidates' -1
 
-  const auto cluster_config = cluster::cluster_settings::from(config);
+  auto cluster_config = cluster::cluster_settings::from(config);
+  // Absolute: shipped jobs' paths reach harness workers whose working directory is their own.
+  cluster_config.work_dir = std::filesystem::absolute(cluster_config.work_dir);
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
   if (coordinating) cluster::configure_middleman(cluster_config, cfg);
