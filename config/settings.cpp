@@ -189,6 +189,13 @@ const std::vector<setting_spec>& settings::schema() {
        "How long a node keeps trying to reach its coordinator, at start and after losing it."},
       {"cluster.max_bundle_mb", T::integer, "512", {}, 1, 65536,
        "Largest set of files shipped with one job (task, solution, module), in MiB."},
+      {"cluster.tls_certificate", T::string, "", {}, 0, 0,
+       "PEM certificate of this process for TLS between a coordinator and its nodes (with tls_key and "
+       "tls_ca; all three or none)."},
+      {"cluster.tls_key", T::string, "", {}, 0, 0, "PEM private key of cluster.tls_certificate."},
+      {"cluster.tls_ca", T::string, "", {}, 0, 0,
+       "PEM certificate of the authority that signed every node's and the coordinator's certificate; "
+       "peers without such a certificate are refused."},
       {"build.cache_dir", T::string, "runs/build-cache", {}, 0, 0,
        "Directory of the kernel build cache: object files, built modules and full compiler logs."},
       {"build.jobs", T::integer, "0", {}, 0, 256,

@@ -24,6 +24,7 @@
 #include "actors/job_pool.hpp"
 #include "actors/node.hpp"
 #include "actors/process/background_process.hpp"
+#include "tools/cli/cluster_client.hpp"
 #include "tools/cli/commands.hpp"
 
 namespace cuda_agent::cli {
@@ -56,7 +57,7 @@ row measure(const settings& config, const bench_nodes_options& o, int slots, con
   const auto cluster_config = cluster::cluster_settings::from(config);
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
-  cluster::configure_middleman(cluster_config, cfg);
+  configure_network(cluster_config, cluster_tls{}, cfg);  // loopback: plain TCP
   caf::actor_system system{cfg};
   const int jobs = slots * o.jobs_per_slot;
   job_pool_options pool_options;
@@ -73,8 +74,7 @@ row measure(const settings& config, const bench_nodes_options& o, int slots, con
   options.heartbeat = cluster_config.heartbeat;
   options.connection_timeout = cluster_config.connection_timeout;
   auto coordinator = cluster::spawn_coordinator(system, options);
-  auto port = system.middleman().publish(coordinator, 0, "127.0.0.1", true);
-  if (!port) throw std::runtime_error{"bench nodes: cannot listen on loopback: " + system.render(port.error())};
+  const auto port = publish_coordinator(system, coordinator, host_port{"127.0.0.1", 0}, cluster_tls{});
 
   const int nodes = std::min(o.max_nodes, slots);
   std::vector<std::unique_ptr<background_process>> children;
@@ -86,7 +86,7 @@ row measure(const settings& config, const bench_nodes_options& o, int slots, con
     children.push_back(std::make_unique<background_process>(
         std::vector<std::string>{self_binary(), "--set", fmt::format("cluster.heartbeat_ms={}", cluster_config.heartbeat.count()),
                                  "--set", fmt::format("cluster.connection_timeout_ms={}", cluster_config.connection_timeout.count()),
-                                 "node", "--join", fmt::format("127.0.0.1:{}", *port), "--token-file", token_file.string(),
+                                 "node", "--join", fmt::format("127.0.0.1:{}", port), "--token-file", token_file.string(),
                                  "--simulate-job-ms", std::to_string(o.job_ms), "--slots", std::to_string(mine), "--name",
                                  fmt::format("sim-{}", i)},
         env, std::chrono::minutes{30}, 1 << 20));

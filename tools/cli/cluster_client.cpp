@@ -1,7 +1,12 @@
 #include "tools/cli/cluster_client.hpp"
 
+#include <fstream>
+
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#ifdef CUDA_AGENT_HAVE_TLS
+#include <caf/openssl/all.hpp>
+#endif
 #include <fmt/format.h>
 
 #include "actors/cluster/coordinator.hpp"
@@ -33,9 +38,58 @@ host_port parse_host_port(const std::string& option, const std::string& text) {
   return address;
 }
 
+cluster_tls tls_of(const settings& config) {
+  cluster_tls tls{config.get_string("cluster.tls_certificate"), config.get_string("cluster.tls_key"),
+                  config.get_string("cluster.tls_ca")};
+  const int set = !tls.certificate.empty() + !tls.key.empty() + !tls.ca.empty();
+  if (set != 0 && set != 3)
+    throw usage_error{"cluster.tls_certificate, cluster.tls_key and cluster.tls_ca go together: set all three "
+                      "(PEM files) for TLS, or none"};
+#ifndef CUDA_AGENT_HAVE_TLS
+  if (set != 0)
+    throw usage_error{"cluster.tls_*: this cuda-agent was built without TLS (libssl-dev was missing when it was "
+                      "configured); install libssl-dev and build again, or leave cluster.tls_* empty"};
+#endif
+  for (const auto* file : {&tls.certificate, &tls.key, &tls.ca})
+    if (!file->empty() && !std::ifstream{*file})
+      throw usage_error{fmt::format("cluster.tls_*: cannot read {}", *file)};
+  return tls;
+}
+
+void configure_network(const cluster::cluster_settings& cluster, const cluster_tls& tls,
+                       caf::actor_system_config& cfg) {
+  cluster::configure_middleman(cluster, cfg);
+  if (!tls.enabled()) return;
+#ifdef CUDA_AGENT_HAVE_TLS
+  cfg.load<caf::openssl::manager>();
+  cfg.openssl_certificate = tls.certificate;
+  cfg.openssl_key = tls.key;
+  cfg.openssl_cafile = tls.ca;
+#endif
+}
+
+uint16_t publish_coordinator(caf::actor_system& system, const coordinator_actor& coordinator,
+                             const host_port& address, const cluster_tls& tls) {
+#ifdef CUDA_AGENT_HAVE_TLS
+  auto port = tls.enabled() ? caf::openssl::publish(coordinator, address.port, address.host.c_str(), true)
+                            : system.middleman().publish(coordinator, address.port, address.host.c_str(), true);
+#else
+  auto port = system.middleman().publish(coordinator, address.port, address.host.c_str(), true);
+#endif
+  if (!port)
+    throw std::runtime_error{fmt::format("--listen {}:{}: cannot listen there: {}", address.host, address.port,
+                                         system.render(port.error()))};
+  return *port;
+}
+
 std::optional<coordinator_actor> connect_coordinator(caf::actor_system& system, const host_port& address,
-                                                     std::string& error) {
+                                                     const cluster_tls& tls, std::string& error) {
+#ifdef CUDA_AGENT_HAVE_TLS
+  auto coordinator = tls.enabled() ? caf::openssl::remote_actor<coordinator_actor>(system, address.host, address.port)
+                                   : system.middleman().remote_actor<coordinator_actor>(address.host, address.port);
+#else
   auto coordinator = system.middleman().remote_actor<coordinator_actor>(address.host, address.port);
+#endif
   if (!coordinator) {
     error = system.render(coordinator.error());
     return std::nullopt;

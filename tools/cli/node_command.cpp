@@ -117,7 +117,8 @@ int run_node(settings config, node_options o) {
   cluster_config.work_dir = std::filesystem::absolute(cluster_config.work_dir);
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
-  cluster::configure_middleman(cluster_config, cfg);
+  const auto tls = tls_of(config);
+  configure_network(cluster_config, tls, cfg);
   caf::actor_system system{cfg};
 
   worker_pool_limits limits;
@@ -168,7 +169,7 @@ int run_node(settings config, node_options o) {
   bool ever_joined = false;
   while (!finished() && !stop_requested) {
     std::string error;
-    const auto coordinator = connect_coordinator(system, address, error);
+    const auto coordinator = connect_coordinator(system, address, tls, error);
     if (!coordinator) {
       if (std::chrono::steady_clock::now() >= deadline) {
         failure = fmt::format("node {}: cannot reach the coordinator at {}:{} ({}) for {} s (cluster.rejoin_s)", name,

@@ -190,7 +190,8 @@ int run_rollout(settings config, rollout_options o) {
   cluster_config.work_dir = std::filesystem::absolute(cluster_config.work_dir);
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
-  if (coordinating) cluster::configure_middleman(cluster_config, cfg);
+  const auto tls = coordinating ? tls_of(config) : cluster_tls{};
+  if (coordinating) configure_network(cluster_config, tls, cfg);
   caf::actor_system system{cfg};
   auto results = std::make_shared<rollout_results>();
   std::string run_error;  // thrown only once every actor is stopped: the system waits for them
@@ -209,18 +210,22 @@ int run_rollout(settings config, rollout_options o) {
       options.heartbeat = cluster_config.heartbeat;
       options.connection_timeout = cluster_config.connection_timeout;
       coordinator = cluster::spawn_coordinator(system, std::move(options));
-      auto port = system.middleman().publish(coordinator, listen_address.port, listen_address.host.c_str(), true);
-      if (!port) {
+      uint16_t port = 0;
+      try {
+        port = publish_coordinator(system, coordinator, listen_address, tls);
+      } catch (...) {
         caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
         node.stop();
-        throw std::runtime_error{fmt::format("--listen {}: cannot listen there: {}", o.listen, system.render(port.error()))};
+        throw;
       }
-      std::cerr << fmt::format("coordinator: listening on {}:{}; nodes join with `cuda-agent node --join {}:{} "
+      std::cerr << fmt::format("coordinator: listening on {}:{}{}; nodes join with `cuda-agent node --join {}:{} "
                                "--token-file F`\n",
-                               listen_address.host, *port, listen_address.host, *port);
-      if (listen_address.host != "127.0.0.1" && listen_address.host != "::1" && listen_address.host != "localhost")
+                               listen_address.host, port, tls.enabled() ? " (TLS)" : "", listen_address.host, port);
+      if (!tls.enabled() && listen_address.host != "127.0.0.1" && listen_address.host != "::1" &&
+          listen_address.host != "localhost")
         std::cerr << "coordinator: warning: listening beyond loopback without TLS: nodes prove the token without "
-                     "sending it, but jobs, files and results travel unencrypted; use a private network\n";
+                     "sending it, but jobs, files and results travel unencrypted; set cluster.tls_* or use a "
+                     "private network\n";
     }
     rollout_services services{{}, node.compiler.pool, node.gpu.pool, node.recorder, node.make_tools,
                               node.policy_supervisor};

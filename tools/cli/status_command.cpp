@@ -73,10 +73,11 @@ int run_status(const settings& config, const status_options& o) {
   }
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
-  cluster::configure_middleman(cluster::cluster_settings::from(config), cfg);
+  const auto tls = tls_of(config);
+  configure_network(cluster::cluster_settings::from(config), tls, cfg);
   caf::actor_system system{cfg};
   std::string error;
-  const auto coordinator = connect_coordinator(system, address, error);
+  const auto coordinator = connect_coordinator(system, address, tls, error);
   if (!coordinator) {
     std::cerr << fmt::format("cuda-agent: error: no coordinator at {}:{} ({}); is `rollout --listen` running?\n",
                              address.host, address.port, error);

@@ -50,18 +50,18 @@ def token_file(scratch, name, text):
 
 
 class Coordinator:
-    def __init__(self, scratch, token, prefix=(), listen="127.0.0.1:0", episodes=2):
+    def __init__(self, scratch, token, prefix=(), listen="127.0.0.1:0", episodes=2, extra=()):
         self.scratch, self.log = scratch, os.path.join(scratch, "log")
         self.err_path = os.path.join(scratch, "coordinator.err")
         self.proc = subprocess.Popen(
-            list(prefix) + [BINARY] + settings(scratch) + [
+            list(prefix) + [BINARY] + settings(scratch) + list(extra) + [
                 "rollout", "--corpus", "smoke", "--policy", "demo", "--tasks", TASKS, "--episodes", str(episodes),
                 "--log", self.log, "--run-id", "nodes", "--listen", listen, "--token-file", token,
                 "--local-slots", "0"],
             stdout=subprocess.PIPE, stderr=open(self.err_path, "w"), text=True, cwd=scratch)
         deadline = time.time() + 60
         while time.time() < deadline:
-            m = re.search(r"listening on (\S+):(\d+);", open(self.err_path).read())
+            m = re.search(r"listening on (\S+):(\d+)", open(self.err_path).read())
             if m:
                 self.host, self.port = m.group(1), int(m.group(2))
                 return
@@ -72,8 +72,8 @@ class Coordinator:
     def address(self):
         return f"{self.host}:{self.port}"
 
-    def status(self, token):
-        out = subprocess.run([BINARY] + settings(self.scratch) + ["status", "--coordinator", self.address(),
+    def status(self, token, extra=()):
+        out = subprocess.run([BINARY] + settings(self.scratch) + list(extra) + ["status", "--coordinator", self.address(),
                                                                 "--token-file", token, "--once"],
                              capture_output=True, text=True, timeout=30)
         return out.stdout + out.stderr
@@ -83,10 +83,10 @@ class Coordinator:
         return self.proc.returncode, out, open(self.err_path).read()
 
 
-def start_node(scratch, coordinator, token, name, slots=1, compilers=1, prefix=()):
+def start_node(scratch, coordinator, token, name, slots=1, compilers=1, prefix=(), extra=()):
     err = open(os.path.join(scratch, f"{name}.err"), "a")
     return subprocess.Popen(
-        list(prefix) + [BINARY] + settings(scratch) + [
+        list(prefix) + [BINARY] + settings(scratch) + list(extra) + [
             "node", "--join", coordinator.address(), "--token-file", token, "--device", "cpu",
             "--slots", str(slots), "--compilers", str(compilers), "--name", name],
         stdout=err, stderr=err, cwd=scratch)  # cluster.work_dir is relative to it
@@ -188,6 +188,41 @@ def test_a_stopped_node_is_given_up_and_rejoins_when_it_resumes(scratch):
     # rollout ended first; either way no answer of its counted twice (one final reward each).
     joins = [n for t, n, _ in events if t == "node_join"]
     assert joins.count("node-b") == 1 and 1 <= joins.count("node-a") <= 2, joins
+
+
+def self_signed(scratch, name):
+    """A certificate that is its own authority: (certificate, key)."""
+    cert, key = os.path.join(scratch, f"{name}.pem"), os.path.join(scratch, f"{name}.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", f"/CN={name}"], check=True, capture_output=True)
+    return cert, key
+
+
+def tls_settings(cert, key, ca):
+    return ["--set", f"cluster.tls_certificate={cert}", "--set", f"cluster.tls_key={key}", "--set", f"cluster.tls_ca={ca}"]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command to make certificates with")
+def test_over_tls_a_node_joins_and_a_peer_without_the_authority_s_certificate_gets_nothing(scratch):
+    token = token_file(scratch, "token", "the-cluster-token-0123456789")
+    cert, key = self_signed(scratch, "cluster")
+    tls = tls_settings(cert, key, cert)
+    probe = subprocess.run([BINARY] + tls + ["status", "--coordinator", "127.0.0.1:1", "--token-file", token, "--once"],
+                           capture_output=True, text=True, timeout=30)
+    if "built without TLS" in probe.stderr:
+        pytest.skip("this cuda-agent was built without libssl-dev")
+    coordinator = Coordinator(scratch, token, episodes=1, extra=tls)
+    assert "(TLS)" in open(coordinator.err_path).read()
+    assert "nodes 0" in coordinator.status(token, extra=tls)
+    # Plain TCP, or TLS with a certificate the authority did not sign: no connection at all.
+    assert "disconnect_during_handshake" in coordinator.status(token)
+    stranger_cert, stranger_key = self_signed(scratch, "stranger")
+    assert "disconnect_during_handshake" in coordinator.status(token, extra=tls_settings(stranger_cert, stranger_key,
+                                                                                         stranger_cert))
+    node = start_node(scratch, coordinator, token, "node-tls", extra=tls)
+    records, _ = check_run(scratch, coordinator, episodes=1)
+    assert node.wait(timeout=60) == 0
+    assert [n for t, n, _ in membership(records) if t == "node_join"] == ["node-tls"]
 
 
 def can_make_network_namespaces():
