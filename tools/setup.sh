@@ -12,7 +12,9 @@ $sudo apt-get install -y -qq --no-install-recommends \
   cmake ninja-build g++ clang ccache python3 python3-venv bubblewrap \
   libcaf-dev libssl-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev nlohmann-json3-dev \
   libcli11-dev libtomlplusplus-dev libgtest-dev libcurl4-openssl-dev libpcre2-dev libutf8proc-dev \
-  chromium >/dev/null  # chromium: the report's test opens the page headless (tests/pipeline/report_rollout.sh)
+  iproute2 openssl util-linux \
+  chromium >/dev/null  # chromium: the report's test opens the page headless (tests/pipeline/report_rollout.sh);
+                       # iproute2, openssl, util-linux (unshare): the node tests' partition and TLS certificates
 
 # torch with its CUDA libraries is about 5 GiB installed, and pip holds the wheels beside it
 # while it installs; the build adds about 1.2 GiB. Say so at once rather than fail half-installed.

@@ -38,6 +38,14 @@ host_port parse_host_port(const std::string& option, const std::string& text) {
   return address;
 }
 
+std::string read_token(const std::string& token_file) {
+  try {
+    return cluster::read_token_file(token_file);
+  } catch (const std::exception& e) {
+    throw usage_error{e.what()};
+  }
+}
+
 cluster_tls tls_of(const settings& config) {
   cluster_tls tls{config.get_string("cluster.tls_certificate"), config.get_string("cluster.tls_key"),
                   config.get_string("cluster.tls_ca")};

@@ -25,6 +25,9 @@ struct host_port {
 // "HOST:PORT" ("[::1]:7070" for IPv6); a usage_error naming `option` otherwise.
 host_port parse_host_port(const std::string& option, const std::string& text);
 
+// The token in --token-file; a usage_error (one line, exit status 2) when it cannot serve.
+std::string read_token(const std::string& token_file);
+
 // TLS between a coordinator and its nodes: PEM files of this process's certificate and key and of
 // the authority that signed every peer's certificate. All three or none (no TLS).
 struct cluster_tls {

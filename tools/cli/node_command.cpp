@@ -86,12 +86,7 @@ std::string default_node_name() {
 
 int run_node(settings config, node_options o) {
   const auto address = parse_host_port("--join", o.join);
-  std::string token;
-  try {
-    token = cluster::read_token_file(o.token_file);
-  } catch (const std::exception& e) {
-    throw usage_error{e.what()};
-  }
+  const auto token = read_token(o.token_file);
   const bool simulated = o.simulate_ms >= 0;
   const auto device = simulated ? std::string{"cpu"} : resolve_device(o.device);
   int32_t slots = 0;

@@ -19,7 +19,6 @@
 
 #include "actors/cluster/cluster_settings.hpp"
 #include "actors/cluster/coordinator.hpp"
-#include "actors/cluster/node_auth.hpp"
 #include "actors/recorder.hpp"
 #include "actors/rollout_manager.hpp"
 #include "messages/codec.hpp"
@@ -168,11 +167,7 @@ int run_rollout(settings config, rollout_options o) {
   if (coordinating) {
     listen_address = parse_host_port("--listen", o.listen);
     if (o.token_file.empty()) throw usage_error{"--listen needs --token-file F: the secret nodes must prove"};
-    try {
-      token = cluster::read_token_file(o.token_file);
-    } catch (const std::exception& e) {
-      throw usage_error{e.what()};
-    }
+    token = read_token(o.token_file);
     if (o.local_slots >= 0) {
       config.apply_override(fmt::format("rollout.gpu_slots={}", o.local_slots));
       config.apply_override(fmt::format("rollout.compiler_workers={}", o.local_slots));

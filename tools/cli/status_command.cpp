@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "actors/cluster/cluster_settings.hpp"
-#include "actors/cluster/node_auth.hpp"
 #include "actors/job_pool.hpp"
 #include "actors/node.hpp"
 #include "tools/cli/cluster_client.hpp"
@@ -65,12 +64,7 @@ std::string render(const host_port& address, const cluster_status& s, const std:
 
 int run_status(const settings& config, const status_options& o) {
   const auto address = parse_host_port("--coordinator", o.coordinator);
-  std::string token;
-  try {
-    token = cluster::read_token_file(o.token_file);
-  } catch (const std::exception& e) {
-    throw usage_error{e.what()};
-  }
+  const auto token = read_token(o.token_file);
   caf::actor_system_config cfg;
   configure_actor_system(config, cfg);
   const auto tls = tls_of(config);
