@@ -8,21 +8,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-from cluster_run import (BINARY, Coordinator, check_run, membership, node_busy, start_node, stop_all, token_file,
+from cluster_run import (BINARY, Coordinator, check_run, membership, node_busy, start_node, token_file,
                          wait_until)
-
-
-@pytest.fixture
-def scratch():
-    path = tempfile.mkdtemp(prefix="cluster-nodes-")
-    os.chmod(path, 0o755)  # sandboxed commands may run as another user
-    yield path
-    stop_all()  # what a failed test left running
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_a_stopped_node_is_given_up_and_rejoins_when_it_resumes(scratch):

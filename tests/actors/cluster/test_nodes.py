@@ -9,21 +9,11 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 
 import pytest
 
-from cluster_run import (BINARY, Coordinator, check_run, membership, node_busy, start_node, stop_all,
+from cluster_run import (BINARY, Coordinator, check_run, membership, node_busy, start_node,
                          token_file, wait_until)
-
-
-@pytest.fixture
-def scratch():
-    path = tempfile.mkdtemp(prefix="cluster-nodes-")
-    os.chmod(path, 0o755)  # sandboxed commands may run as another user
-    yield path
-    stop_all()  # what a failed test left running
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_a_killed_node_s_job_runs_on_a_node_that_joins_later_and_a_wrong_token_gets_nothing(scratch):
