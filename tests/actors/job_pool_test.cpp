@@ -181,11 +181,12 @@ TEST_F(pool_fixture, a_requester_that_dies_while_waiting_loses_its_place) {
 // --- Nodes' workers -----------------------------------------------------------------------------
 
 // A node's worker stand-in: sleeps for the milliseconds in job.arch, then answers with its tag in
-// module_path, so the test sees which node answered.
+// module_path, so the test sees which node answered; tagged "fails", it answers an error.
 compiler_actor::behavior_type tagged_worker(compiler_actor::pointer, std::string tag, std::shared_ptr<worker_stats> stats) {
-  return {[tag, stats](const compile_job& job) {
+  return {[tag, stats](const compile_job& job) -> caf::result<compile_result> {
     std::this_thread::sleep_for(std::chrono::milliseconds{std::stoi(job.arch)});
     ++stats->jobs_run;
+    if (tag == "fails") return caf::make_error(caf::sec::runtime_error, "the node's worker failed");
     compile_result result;
     result.job_id = job.job_id;
     result.ok = true;
@@ -310,6 +311,27 @@ TEST_F(node_pool_fixture, an_answer_from_a_dropped_node_comes_too_late_and_is_dr
   EXPECT_EQ(std::count(types.begin(), types.end(), "job_requeued"), 1);
   EXPECT_EQ(std::count(types.begin(), types.end(), "late_answer"), 1);
   EXPECT_EQ(stats_now(self).busy, 0) << "the late answer must not free or take a credit";
+}
+
+TEST_F(node_pool_fixture, an_error_from_a_dropped_node_is_dropped_without_a_late_answer) {
+  start();
+  caf::scoped_actor self{*system};
+  self->send(pool, add_workers_atom::value, std::string{"node-a"}, node_worker("fails"), int32_t{1});
+  self->send(pool, pool_fixture::job("j1", 400));
+  std::this_thread::sleep_for(100ms);
+  self->send(pool, drop_node_atom::value, std::string{"node-a"}, std::string{"lost: connection timed out"});
+  self->send(pool, add_workers_atom::value, std::string{"node-b"}, node_worker("node-b"), int32_t{1});
+  std::vector<std::string> answered_by;
+  self->receive([&](compile_result& r) { answered_by.push_back(r.module_path); },
+                [](caf::error& e) { FAIL() << caf::to_string(e); }, caf::after(10s) >> [] { FAIL() << "no answer"; });
+  // node-a's error arrives about 300 ms later: it is neither delivered nor an answer.
+  self->receive([&](compile_result& r) { answered_by.push_back(r.module_path); },
+                [](caf::error& e) { FAIL() << "delivered: " << caf::to_string(e); }, caf::after(1000ms) >> [] {});
+  EXPECT_EQ(answered_by, std::vector<std::string>{"node-b"});
+  EXPECT_EQ(stats->jobs_run.load(), 2);
+  const auto types = records->all();
+  EXPECT_EQ(std::count(types.begin(), types.end(), "late_answer"), 0);
+  EXPECT_EQ(stats_now(self).busy, 0);
 }
 
 TEST_F(node_pool_fixture, a_job_lost_more_often_than_allowed_fails_naming_the_setting) {

@@ -41,7 +41,7 @@ def token_file(scratch, name, text):
 
 
 class Coordinator:
-    def __init__(self, scratch, token, prefix=(), listen="127.0.0.1:0", episodes=2, extra=()):
+    def __init__(self, scratch, token, prefix=(), listen="127.0.0.1:0", episodes=1, extra=()):
         self.scratch, self.log = scratch, os.path.join(scratch, "log")
         self.err_path = os.path.join(scratch, "coordinator.err")
         self.proc = subprocess.Popen(
@@ -109,7 +109,7 @@ def export_log(scratch, log):
     return [json.loads(line) for line in open(out)]
 
 
-def check_run(scratch, coordinator, episodes=2):
+def check_run(scratch, coordinator, episodes=1):
     code, out, err = coordinator.finish()
     assert code == 0, out + err[-3000:]
     rows = [line for line in out.splitlines() if line.startswith("nodes-")]

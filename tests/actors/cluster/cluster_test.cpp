@@ -117,9 +117,18 @@ TEST(FileBundle, ABundleThatWouldLeaveItsDirectoryOrLiesAboutItsContentWritesNot
   lying.files.front().content = "HELLO";
   EXPECT_THROW(unpack_bundle(lying, dir.path / "lying", 1 << 20), bundle_error);
   EXPECT_FALSE(fs::exists(dir.path / "lying"));
-  EXPECT_THROW(unpack_bundle(good, dir.path / "small", 4), bundle_error);
+  EXPECT_THROW(unpack_bundle(good, dir.path / "small", 4), candidate_files_error);
   bundle_writer tiny{3};
-  EXPECT_THROW(tiny.add_file(dir.path / "origin/a.txt", "a.txt"), bundle_error);
+  EXPECT_THROW(tiny.add_file(dir.path / "origin/a.txt", "a.txt"), candidate_files_error);
+  // Over the limit is the candidate's doing in its solution directory, never in our task file.
+  EXPECT_THROW(bundle_job_files({}, (dir.path / "origin").string(), {}, 3), candidate_files_error);
+  try {
+    bundle_job_files((dir.path / "origin/a.txt").string(), {}, {}, 3);
+    ADD_FAILURE() << "a task over the limit must not ship";
+  } catch (const candidate_files_error&) {
+    ADD_FAILURE() << "a task file is never the candidate's doing";
+  } catch (const bundle_error&) {
+  }
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ def test_over_tls_a_node_joins_and_a_peer_without_the_authority_s_certificate_ge
                            capture_output=True, text=True, timeout=30)
     if "built without TLS" in probe.stderr:
         pytest.skip("this cuda-agent was built without libssl-dev")
-    coordinator = Coordinator(scratch, token, episodes=1, extra=tls)
+    coordinator = Coordinator(scratch, token, extra=tls)
     assert "(TLS)" in open(coordinator.err_path).read()
     assert "nodes 0" in coordinator.status(token, extra=tls)
     # Plain TCP, or TLS with a certificate the authority did not sign: no connection at all.
@@ -74,6 +74,6 @@ def test_over_tls_a_node_joins_and_a_peer_without_the_authority_s_certificate_ge
     assert "disconnect_during_handshake" in coordinator.status(token, extra=tls_settings(stranger_cert, stranger_key,
                                                                                          stranger_cert))
     node = start_node(scratch, coordinator, token, "node-tls", extra=tls)
-    records, _ = check_run(scratch, coordinator, episodes=1)
+    records, _ = check_run(scratch, coordinator)
     assert node.wait(timeout=60) == 0
     assert [n for t, n, _ in membership(records) if t == "node_join"] == ["node-tls"]
