@@ -99,15 +99,15 @@ class transformer {
   // and new: a prefill of one and the decode step of others run in one call (projections and
   // the MLP run batched over the new tokens right-padded to the longest; attention runs per
   // sequence on its own cache, which grows by doubling). A decode step (one token per sequence)
-  // on CUDA in bfloat16 or half runs attention for all sequences in one flash-attention call
-  // instead (batched_decode). Runs under NoGradGuard.
+  // on CUDA in bfloat16 or half can run attention for all sequences in one flash-attention call
+  // instead (set_batched_decode). Runs under NoGradGuard.
   torch::Tensor step(const std::vector<std::vector<int64_t>>& tokens,
                      const std::vector<kv_cache*>& caches);
 
   kv_cache new_cache() const;
 
-  // Whether a decode step on CUDA runs batched (above); on by default. Off, every step takes the
-  // per-sequence path, which the tests compare it with.
+  // Whether a decode step on CUDA runs batched (above); off by default (policy.batched_decode),
+  // so that every step takes the per-sequence path.
   void set_batched_decode(bool on) { batched_decode_ = on; }
 
   // The weights under their Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
@@ -135,7 +135,7 @@ class transformer {
   torch::ScalarType dtype_;
   std::unique_ptr<layers> layers_;
   int64_t version_ = 0;
-  bool batched_decode_ = true;
+  bool batched_decode_ = false;
 };
 
 }  // namespace cuda_agent::model
