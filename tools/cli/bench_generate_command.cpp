@@ -212,6 +212,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   const torch::ScalarType dtype = dtype_name == "bf16"   ? torch::kBFloat16
                                   : dtype_name == "fp16" ? torch::kFloat16
                                                          : torch::kFloat32;
+  if (opt.batched_decode && (!cuda || dtype == torch::kFloat32))
+    throw usage_error{"--batched-decode runs only on --device cuda in bf16 or fp16; drop it or change those"};
   const double bandwidth = opt.bandwidth_gbs > 0 ? opt.bandwidth_gbs : (cuda ? 4800.0 : 0.0);
 
   if (opt.threads > 0) torch::set_num_threads(opt.threads);
