@@ -10,6 +10,7 @@
 
 #include "actors/cluster/file_bundle.hpp"
 #include "actors/cluster/node_auth.hpp"
+#include "tests/actors/cluster/test_files.hpp"
 
 namespace cuda_agent::cluster {
 namespace {
@@ -22,15 +23,8 @@ struct scratch_dir {
   ~scratch_dir() { fs::remove_all(path); }
 };
 
-void write(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream{file, std::ios::binary} << text;
-}
-
-std::string read(const fs::path& file) {
-  std::ifstream in{file, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
+using test_files::read;
+using test_files::write;
 
 TEST(NodeAuth, HmacSha256MatchesRfc4231) {
   // RFC 4231 test cases 2 (a short key) and 6 (a key longer than the block).

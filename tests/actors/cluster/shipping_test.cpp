@@ -13,6 +13,7 @@
 #include "actors/cluster/node_endpoint.hpp"
 #include "actors/cluster/remote_worker.hpp"
 #include "tests/actors/scripted_peers.hpp"
+#include "tests/actors/cluster/test_files.hpp"
 
 namespace cuda_agent::cluster {
 namespace {
@@ -22,15 +23,8 @@ using message_log::testing::scratch_dir;
 
 constexpr uint64_t mib = uint64_t{1} << 20;
 
-void write(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream{file, std::ios::binary} << text;
-}
-
-std::string read(const fs::path& file) {
-  std::ifstream in{file, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
+using test_files::read;
+using test_files::write;
 
 struct shipping_fixture : ::testing::Test {
   scratch_dir dir;
