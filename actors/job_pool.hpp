@@ -127,15 +127,20 @@ bool enqueue(Self self, waiting_job<Worker> job, bool front) {
   return true;
 }
 
-// Attempt `attempt` on `slot` has answered. True when it is still the current attempt: the slot
-// is then given back and the caller delivers the answer. False for a late answer (its job was
-// requeued when the node was given up), which is logged and must be dropped.
+// Attempt `attempt` on `slot` has answered, with a result (is_answer) or an error. True when it
+// is still the current attempt: the slot is then given back and the caller delivers the answer.
+// False for an abandoned attempt (its job was requeued when the node was given up), whose answer
+// is logged as late and dropped; its error (the lost node's worker is gone) is only dropped.
 template <class Worker, class Self>
 bool settle(Self self, std::size_t slot, uint64_t attempt, const std::string& job_id,
-            const std::string& episode_id) {
+            const std::string& episode_id, bool is_answer) {
   auto& st = self->state;
   auto& s = st.slots.at(slot);
   if (s.attempt != attempt) {
+    if (!is_answer) {
+      spdlog::debug("{}: the abandoned attempt of job {} on node {} failed", st.options.name, job_id, s.node);
+      return false;
+    }
     spdlog::warn("{}: late answer to job {} from node {} dropped (the job was requeued)", st.options.name,
                  job_id, s.node);
     record_event(self, episode_id, late_answer{job_id, episode_id, s.node});
@@ -170,7 +175,7 @@ void dispatch(Self self) {
         self, st.options.supervisor, std::chrono::seconds{30}, worker_name,
         [job, slot, attempt](const Worker& worker) mutable { job.run(worker, slot, attempt); },
         [self, job, slot, attempt, worker_name](caf::error& error) mutable {
-          if (!settle<Worker>(self, slot, attempt, job.job_id, job.episode_id)) return;
+          if (!settle<Worker>(self, slot, attempt, job.job_id, job.episode_id, false)) return;
           job.reject(fmt::format("{}: worker {} is not available: {}", self->state.options.name,
                                  worker_name, self->system().render(error)));
         });
@@ -228,12 +233,12 @@ auto job_handler(Self self) {
       self->request(worker, self->state.options.job_timeout, job)
           .then(
               [self, promise, slot, attempt, job](result_type& result) mutable {
-                if (settle<Worker>(self, slot, attempt, job.job_id, job.episode_id))
+                if (settle<Worker>(self, slot, attempt, job.job_id, job.episode_id, true))
                   promise.deliver(std::move(result));
               },
               [self, promise, slot, attempt, job](caf::error& error) mutable {
                 const auto node = self->state.slots.at(slot).node;
-                if (!settle<Worker>(self, slot, attempt, job.job_id, job.episode_id)) return;
+                if (!settle<Worker>(self, slot, attempt, job.job_id, job.episode_id, false)) return;
                 promise.deliver(caf::make_error(
                     caf::sec::runtime_error,
                     fmt::format("{}: worker {} failed: {}", self->state.options.name,

@@ -55,7 +55,7 @@ void bundle_writer::add_file(const fs::path& file, const std::string& name) {
   const auto size = fs::file_size(file, ec);
   if (ec) throw bundle_error{"cannot ship " + file.string() + ": " + ec.message()};
   if (size > left_)
-    throw bundle_error{fmt::format("cannot ship {}: the job's files pass {} MiB (cluster.max_bundle_mb)",
+    throw candidate_files_error{fmt::format("cannot ship {}: the job's files pass {} MiB (cluster.max_bundle_mb)",
                                    file.string(), max_bytes_ >> 20)};
   left_ -= size;
   shipped_file shipped;
@@ -83,7 +83,7 @@ void unpack_bundle(const file_bundle& bundle, const fs::path& root, uint64_t max
     if (!safe_relative(file.path)) throw bundle_error{"refused a shipped file named '" + file.path + "': not a plain relative path"};
     total += file.content.size();
     if (total > max_bytes)
-      throw bundle_error{fmt::format("refused shipped files over {} MiB (cluster.max_bundle_mb)", max_bytes >> 20)};
+      throw candidate_files_error{fmt::format("refused shipped files over {} MiB (cluster.max_bundle_mb)", max_bytes >> 20)};
     if (build::sha256_hex(file.content) != file.sha256)
       throw bundle_error{"refused shipped file " + file.path + ": its content does not match its digest"};
   }
@@ -105,11 +105,19 @@ std::string bundle_digest(const file_bundle& bundle) {
 file_bundle bundle_job_files(const std::string& task_path, const std::string& solution_dir,
                              const std::string& module_path, uint64_t max_bytes) {
   bundle_writer files{max_bytes};
-  if (!task_path.empty()) files.add_file(task_path, "task/" + fs::path{task_path}.filename().string());
-  if (!solution_dir.empty()) files.add_directory(solution_dir, "solution");
-  if (!module_path.empty())
-    files.add_directory(fs::is_directory(module_path) ? fs::path{module_path} : fs::path{module_path}.parent_path(),
-                        "module");
+  try {
+    if (!task_path.empty()) files.add_file(task_path, "task/" + fs::path{task_path}.filename().string());
+  } catch (const bundle_error& e) {
+    throw bundle_error{e.what()};  // the task is ours: never the candidate's doing
+  }
+  try {
+    if (!solution_dir.empty()) files.add_directory(solution_dir, "solution");
+    if (!module_path.empty())
+      files.add_directory(fs::is_directory(module_path) ? fs::path{module_path} : fs::path{module_path}.parent_path(),
+                          "module");
+  } catch (const bundle_error& e) {
+    throw candidate_files_error{e.what()};
+  }
   return files.take();
 }
 

@@ -21,6 +21,13 @@ struct bundle_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The candidate's own files cannot travel: its solution directory or the module built from it is
+// over the size limit or cannot be read. The candidate decides what is in them, so a job answers
+// this as the candidate's failure (candidate_refusal.hpp), never as the infrastructure's.
+struct candidate_files_error : bundle_error {
+  using bundle_error::bundle_error;
+};
+
 class bundle_writer {
  public:
   explicit bundle_writer(uint64_t max_bytes) : left_(max_bytes), max_bytes_(max_bytes) {}
@@ -40,15 +47,18 @@ class bundle_writer {
   uint64_t max_bytes_;
 };
 
-// Writes `bundle` under `root` (created). Throws bundle_error on a path that leaves root, a
-// digest that does not match the content, or a bundle over max_bytes, before writing anything.
+// Writes `bundle` under `root` (created). Throws bundle_error on a path that leaves root or a
+// digest that does not match the content, and candidate_files_error on a bundle over max_bytes,
+// before writing anything.
 void unpack_bundle(const file_bundle& bundle, const std::filesystem::path& root, uint64_t max_bytes);
 
 // The digest of a whole bundle (its paths, digests and modes): a module's name in the store.
 std::string bundle_digest(const file_bundle& bundle);
 
 // The files a job names (any of them may be empty): the task file as "task/<its name>", the
-// solution directory as "solution/...", the module's directory as "module/...".
+// solution directory as "solution/...", the module's directory as "module/...". Throws
+// candidate_files_error where the solution directory or the module cannot be shipped, and
+// bundle_error where the task file cannot.
 file_bundle bundle_job_files(const std::string& task_path, const std::string& solution_dir,
                              const std::string& module_path, uint64_t max_bytes);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -124,6 +125,85 @@ torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, c
                                           0.0, causal && !mask.defined(), std::nullopt,
                                           /*enable_gqa=*/heads != kv && !repeat);
 }
+
+// One decode step (one new token per sequence) of B sequences with caches of different lengths,
+// attention for all of them in a few launches per layer whatever B is: the new keys and values
+// go into every cache in one multi-tensor copy, every cache is gathered into one padded batch in
+// another, and one variable-length flash-attention call reads each sequence's own length of it
+// (seqused_k). The per-sequence path instead launches about five kernels per sequence and layer,
+// which bounds decode at large batches by launches, not by the GPU.
+struct kv_cache_storage {  // a kv_cache's tensors, which only transformer (a friend) can hand out
+  std::vector<torch::Tensor>* keys;
+  std::vector<torch::Tensor>* values;
+};
+
+class batched_decode {
+ public:
+  batched_decode(const std::vector<kv_cache_storage>& caches, const std::vector<int64_t>& cached,
+                 const torch::TensorOptions& cache_opts)
+      : caches_(caches), cached_(cached) {
+    const auto B = int64_t(caches.size());
+    for (int64_t length : cached) longest_ = std::max(longest_, length + 1);
+    const torch::Tensor& first = caches.front().keys->front();
+    kv_ = first.size(1);
+    D_ = first.size(2);
+    padded_keys_ = torch::empty({B, longest_, kv_, D_}, cache_opts);
+    padded_values_ = torch::empty({B, longest_, kv_, D_}, cache_opts);
+    std::vector<int32_t> cu_q(static_cast<size_t>(B + 1)), cu_k(static_cast<size_t>(B + 1)), used(static_cast<size_t>(B));
+    for (int64_t b = 0; b <= B; ++b) {
+      cu_q[size_t(b)] = int32_t(b);
+      cu_k[size_t(b)] = int32_t(b * longest_);
+      if (b < B) used[size_t(b)] = int32_t(cached[size_t(b)] + 1);
+    }
+    const auto int_opts = torch::TensorOptions().dtype(torch::kInt32);
+    const auto device = cache_opts.device();
+    cu_q_ = torch::tensor(cu_q, int_opts).to(device);
+    cu_k_ = torch::tensor(cu_k, int_opts).to(device);
+    used_ = torch::tensor(used, int_opts).to(device);
+  }
+
+  // Appends layer l's new k, v [B, kv, 1, D] to the caches and returns the attention of q
+  // [B, heads, 1, D] over each sequence's whole cache, [B, heads, 1, D].
+  torch::Tensor attend(int64_t l, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+    const auto B = int64_t(caches_.size());
+    const torch::Tensor new_keys = k.squeeze(2).contiguous(), new_values = v.squeeze(2).contiguous();  // [B, kv, D]
+    std::vector<torch::Tensor> into, from;
+    into.reserve(size_t(2 * B));
+    from.reserve(size_t(2 * B));
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t past = cached_[size_t(b)];
+      into.push_back((*caches_[size_t(b)].keys)[size_t(l)].slice(0, past, past + 1));
+      from.push_back(new_keys.slice(0, b, b + 1));
+      into.push_back((*caches_[size_t(b)].values)[size_t(l)].slice(0, past, past + 1));
+      from.push_back(new_values.slice(0, b, b + 1));
+    }
+    at::_foreach_copy_(into, from);
+    into.clear();
+    from.clear();
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t length = cached_[size_t(b)] + 1;
+      into.push_back(padded_keys_[b].slice(0, 0, length));
+      from.push_back((*caches_[size_t(b)].keys)[size_t(l)].slice(0, 0, length));
+      into.push_back(padded_values_[b].slice(0, 0, length));
+      from.push_back((*caches_[size_t(b)].values)[size_t(l)].slice(0, 0, length));
+    }
+    at::_foreach_copy_(into, from);
+    const int64_t heads = q.size(1);
+    const torch::Tensor queries = q.squeeze(2).contiguous();  // [B, heads, D]: one query per sequence
+    auto out = at::_flash_attention_forward(queries, padded_keys_.view({B * longest_, kv_, D_}),
+                                            padded_values_.view({B * longest_, kv_, D_}), cu_q_, cu_k_,
+                                            /*max_q=*/1, /*max_k=*/longest_, /*dropout_p=*/0.0,
+                                            /*is_causal=*/false, /*return_debug_mask=*/false, std::nullopt,
+                                            std::nullopt, std::nullopt, used_);
+    return std::get<0>(out).view({B, heads, 1, D_});
+  }
+
+ private:
+  std::vector<kv_cache_storage> caches_;
+  std::vector<int64_t> cached_;
+  int64_t longest_ = 0, kv_ = 0, D_ = 0;
+  torch::Tensor padded_keys_, padded_values_, cu_q_, cu_k_, used_;
+};
 
 }  // namespace
 
@@ -443,7 +523,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
     }
     if (!cache->keys_.empty() &&
         (int64_t(cache->keys_.size()) != layer_count || cache->keys_[0].device() != device_ ||
-         cache->keys_[0].scalar_type() != dtype_ || cache->keys_[0].size(0) != kv ||
+         cache->keys_[0].scalar_type() != dtype_ || cache->keys_[0].size(1) != kv ||
          cache->keys_[0].size(2) != D)) {
       throw model_error("transformer::step: a kv_cache made by another model");
     }
@@ -455,7 +535,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
   for (int64_t b = 0; b < B; ++b) {
     kv_cache* cache = caches[size_t(b)];
     const int64_t need = cache->length_ + int64_t(tokens[size_t(b)].size());
-    int64_t capacity = cache->keys_.empty() ? 0 : cache->keys_[0].size(1);
+    int64_t capacity = cache->keys_.empty() ? 0 : cache->keys_[0].size(0);
     if (need <= capacity) continue;
     int64_t grown = std::max<int64_t>({need, capacity * 2, 16});
     if (cache->keys_.empty()) {
@@ -464,9 +544,9 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
     }
     for (int64_t l = 0; l < layer_count; ++l) {
       for (auto* store : {&cache->keys_[size_t(l)], &cache->values_[size_t(l)]}) {
-        torch::Tensor bigger = torch::empty({kv, grown, D}, cache_opts);
+        torch::Tensor bigger = torch::empty({grown, kv, D}, cache_opts);
         if (store->defined() && cache->length_ > 0) {
-          bigger.slice(1, 0, cache->length_).copy_(store->slice(1, 0, cache->length_));
+          bigger.slice(0, 0, cache->length_).copy_(store->slice(0, 0, cache->length_));
         }
         *store = bigger;
       }
@@ -509,21 +589,34 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
     masks[size_t(b)] = torch::arange(past + n, opts).unsqueeze(0) <= (torch::arange(n, opts) + past).unsqueeze(1);
   }
 
+  const bool batched = batched_decode_ && N == 1 && device_.is_cuda() &&
+                       (dtype_ == torch::kBFloat16 || dtype_ == torch::kHalf);
+  std::optional<batched_decode> decode;
+  if (batched) {
+    std::vector<kv_cache_storage> storage;
+    for (kv_cache* cache : caches) storage.push_back({&cache->keys_, &cache->values_});
+    decode.emplace(storage, cached, cache_opts);
+  }
+
   torch::Tensor x = torch::embedding(L.embed, id_tensor);
   for (int64_t l = 0; l < layer_count; ++l) {
     const auto& blk = L.blocks[size_t(l)];
     const auto [q, k, v] = blk.attention_inputs(c, x, cos, sin);
+    if (decode) {
+      x = blk.finish(c, x, decode->attend(l, q, k, v));
+      continue;
+    }
     torch::Tensor out = torch::zeros({B, heads, N, D}, cache_opts);
     for (int64_t b = 0; b < B; ++b) {
       kv_cache& cache = *caches[size_t(b)];
       const int64_t n = fresh[size_t(b)], past = cached[size_t(b)];
       torch::Tensor& keys = cache.keys_[size_t(l)];
       torch::Tensor& values = cache.values_[size_t(l)];
-      keys.slice(1, past, past + n).copy_(k[b].slice(1, 0, n));
-      values.slice(1, past, past + n).copy_(v[b].slice(1, 0, n));
+      keys.slice(0, past, past + n).copy_(k[b].slice(1, 0, n).transpose(0, 1));
+      values.slice(0, past, past + n).copy_(v[b].slice(1, 0, n).transpose(0, 1));
       torch::Tensor qb = q.slice(0, b, b + 1).slice(2, 0, n);
-      torch::Tensor kb = keys.slice(1, 0, past + n).unsqueeze(0);
-      torch::Tensor vb = values.slice(1, 0, past + n).unsqueeze(0);
+      torch::Tensor kb = keys.slice(0, 0, past + n).transpose(0, 1).unsqueeze(0);
+      torch::Tensor vb = values.slice(0, 0, past + n).transpose(0, 1).unsqueeze(0);
       const torch::Tensor& mask = masks[size_t(b)];
       torch::Tensor a = attend(qb, kb, vb, mask, causal[size_t(b)]);
       out.slice(0, b, b + 1).slice(2, 0, n).copy_(a);

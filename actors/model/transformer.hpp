@@ -37,8 +37,10 @@ class kv_cache {
 
  private:
   friend class transformer;
-  std::vector<torch::Tensor> keys_;    // per layer: [kv_heads, capacity, head_dim]
-  std::vector<torch::Tensor> values_;  // per layer: [kv_heads, capacity, head_dim]
+  // Token-major, so that any run of positions is one contiguous block (the batched decode step
+  // copies them in one launch for all sequences).
+  std::vector<torch::Tensor> keys_;    // per layer: [capacity, kv_heads, head_dim]
+  std::vector<torch::Tensor> values_;  // per layer: [capacity, kv_heads, head_dim]
   int64_t length_ = 0;
 };
 
@@ -96,11 +98,17 @@ class transformer {
   // each sequence's last new token, [B, vocab]. Sequences may be of different lengths, cached
   // and new: a prefill of one and the decode step of others run in one call (projections and
   // the MLP run batched over the new tokens right-padded to the longest; attention runs per
-  // sequence on its own cache, which grows by doubling). Runs under NoGradGuard.
+  // sequence on its own cache, which grows by doubling). A decode step (one token per sequence)
+  // on CUDA in bfloat16 or half can run attention for all sequences in one flash-attention call
+  // instead (set_batched_decode). Runs under NoGradGuard.
   torch::Tensor step(const std::vector<std::vector<int64_t>>& tokens,
                      const std::vector<kv_cache*>& caches);
 
   kv_cache new_cache() const;
+
+  // Whether a decode step on CUDA runs batched (above); off by default (policy.batched_decode),
+  // so that every step takes the per-sequence path.
+  void set_batched_decode(bool on) { batched_decode_ = on; }
 
   // The weights under their Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
@@ -127,6 +135,7 @@ class transformer {
   torch::ScalarType dtype_;
   std::unique_ptr<layers> layers_;
   int64_t version_ = 0;
+  bool batched_decode_ = false;
 };
 
 }  // namespace cuda_agent::model

@@ -37,6 +37,7 @@ policy_settings policy_settings::from(const settings& config) {
   s.top_k = config.get_int("policy.top_k");
   s.seed = config.get_int("policy.seed");
   s.max_batch = config.get_int("policy.max_batch");
+  s.batched_decode = config.get_bool("policy.batched_decode");
   s.cache_budget_mb = config.get_int("policy.cache_budget_mb");
   if (s.temperature < 0 || s.temperature > 2)
     throw config_error{"setting 'policy.temperature' must be between 0 and 2"};

@@ -74,6 +74,7 @@ torch_backend::torch_backend(const policy_settings& settings)
   const auto device = torch_device(settings_.device);
   const auto dtype = torch_dtype(settings_.dtype, device);
   model_ = model::transformer::load(dir, device, dtype);
+  model_->set_batched_decode(settings_.batched_decode);
   const auto& format = ledger_->format();
   for (const auto& stop : format.stop_strings()) {
     const auto id = ledger_->tokenizer().token_to_id(stop);

@@ -181,11 +181,12 @@ TEST_F(pool_fixture, a_requester_that_dies_while_waiting_loses_its_place) {
 // --- Nodes' workers -----------------------------------------------------------------------------
 
 // A node's worker stand-in: sleeps for the milliseconds in job.arch, then answers with its tag in
-// module_path, so the test sees which node answered.
+// module_path, so the test sees which node answered; tagged "fails", it answers an error.
 compiler_actor::behavior_type tagged_worker(compiler_actor::pointer, std::string tag, std::shared_ptr<worker_stats> stats) {
-  return {[tag, stats](const compile_job& job) {
+  return {[tag, stats](const compile_job& job) -> caf::result<compile_result> {
     std::this_thread::sleep_for(std::chrono::milliseconds{std::stoi(job.arch)});
     ++stats->jobs_run;
+    if (tag == "fails") return caf::make_error(caf::sec::runtime_error, "the node's worker failed");
     compile_result result;
     result.job_id = job.job_id;
     result.ok = true;
@@ -289,27 +290,47 @@ TEST_F(node_pool_fixture, a_job_waits_for_a_node_and_a_lost_nodes_job_runs_on_th
   EXPECT_EQ(std::count(types.begin(), types.end(), "job_requeued"), 1);
 }
 
-TEST_F(node_pool_fixture, an_answer_from_a_dropped_node_comes_too_late_and_is_dropped) {
-  start();
-  caf::scoped_actor self{*system};
-  self->send(pool, add_workers_atom::value, std::string{"node-a"}, node_worker("node-a"), int32_t{1});
-  self->send(pool, pool_fixture::job("j1", 600));
+// node-a (a worker tagged `a_tag`) takes a job of `job_ms`; 100 ms in, it is given up (as after
+// missed heartbeats) while its worker still runs the job, and node-b joins. Returns who answered
+// the requester within `wait_after` of node-b's answer: node-a's own answer or error must not.
+std::vector<std::string> requeue_from_a_running_node(node_pool_fixture& f, caf::scoped_actor& self,
+                                                     const std::string& a_tag, int job_ms,
+                                                     std::chrono::milliseconds wait_after) {
+  self->send(f.pool, add_workers_atom::value, std::string{"node-a"}, f.node_worker(a_tag), int32_t{1});
+  self->send(f.pool, pool_fixture::job("j1", job_ms));
   std::this_thread::sleep_for(100ms);
-  // Given up (as after missed heartbeats) while its worker still runs the job.
-  self->send(pool, drop_node_atom::value, std::string{"node-a"}, std::string{"lost: connection timed out"});
-  self->send(pool, add_workers_atom::value, std::string{"node-b"}, node_worker("node-b"), int32_t{1});
+  self->send(f.pool, drop_node_atom::value, std::string{"node-a"}, std::string{"lost: connection timed out"});
+  self->send(f.pool, add_workers_atom::value, std::string{"node-b"}, f.node_worker("node-b"), int32_t{1});
   std::vector<std::string> answered_by;
   self->receive([&](compile_result& r) { answered_by.push_back(r.module_path); },
                 [](caf::error& e) { FAIL() << caf::to_string(e); }, caf::after(10s) >> [] { FAIL() << "no answer"; });
-  // node-a's answer arrives about 500 ms later; it must not reach the requester.
-  self->receive([&](compile_result& r) { answered_by.push_back(r.module_path); }, [](caf::error&) {},
-                caf::after(1500ms) >> [] {});
-  EXPECT_EQ(answered_by, std::vector<std::string>{"node-b"});
+  self->receive([&](compile_result& r) { answered_by.push_back(r.module_path); },
+                [](caf::error& e) { ADD_FAILURE() << "delivered: " << caf::to_string(e); },
+                caf::after(wait_after) >> [] {});
+  return answered_by;
+}
+
+TEST_F(node_pool_fixture, an_answer_from_a_dropped_node_comes_too_late_and_is_dropped) {
+  start();
+  caf::scoped_actor self{*system};
+  // node-a's answer arrives about 500 ms after it was given up.
+  EXPECT_EQ(requeue_from_a_running_node(*this, self, "node-a", 600, 1500ms), std::vector<std::string>{"node-b"});
   EXPECT_EQ(stats->jobs_run.load(), 2) << "both nodes ran it; one answer counted";
   const auto types = records->all();
   EXPECT_EQ(std::count(types.begin(), types.end(), "job_requeued"), 1);
   EXPECT_EQ(std::count(types.begin(), types.end(), "late_answer"), 1);
   EXPECT_EQ(stats_now(self).busy, 0) << "the late answer must not free or take a credit";
+}
+
+TEST_F(node_pool_fixture, an_error_from_a_dropped_node_is_dropped_without_a_late_answer) {
+  start();
+  caf::scoped_actor self{*system};
+  // node-a's error arrives about 300 ms after it was given up: neither delivered nor an answer.
+  EXPECT_EQ(requeue_from_a_running_node(*this, self, "fails", 400, 1000ms), std::vector<std::string>{"node-b"});
+  EXPECT_EQ(stats->jobs_run.load(), 2);
+  const auto types = records->all();
+  EXPECT_EQ(std::count(types.begin(), types.end(), "late_answer"), 0);
+  EXPECT_EQ(stats_now(self).busy, 0);
 }
 
 TEST_F(node_pool_fixture, a_job_lost_more_often_than_allowed_fails_naming_the_setting) {

@@ -78,6 +78,7 @@ struct bench_generate_options {
   int threads = 0;        // 0: LibTorch's default
   double bandwidth_gbs = 0;  // 0: 4800 on cuda (H200), none on cpu
   bool no_hf = false;
+  bool batched_decode = false;
   bool json = false;
 };
 
@@ -211,6 +212,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   const torch::ScalarType dtype = dtype_name == "bf16"   ? torch::kBFloat16
                                   : dtype_name == "fp16" ? torch::kFloat16
                                                          : torch::kFloat32;
+  if (opt.batched_decode && (!cuda || dtype == torch::kFloat32))
+    throw usage_error{"--batched-decode runs only on --device cuda in bf16 or fp16; drop it or change those"};
   const double bandwidth = opt.bandwidth_gbs > 0 ? opt.bandwidth_gbs : (cuda ? 4800.0 : 0.0);
 
   if (opt.threads > 0) torch::set_num_threads(opt.threads);
@@ -265,6 +268,7 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   } catch (const model::model_error& e) {
     throw usage_error{e.what()};
   }
+  net->set_batched_decode(opt.batched_decode);
   const auto& c = net->config();
   int64_t parameters = 0;
   for (const auto& [name, tensor] : net->named_parameters()) parameters += tensor.numel();
@@ -354,6 +358,7 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     out["dtype"] = dtype_name;
     out["threads"] = threads;
     out["decode_tokens"] = opt.decode_tokens;
+    out["decode_attention"] = opt.batched_decode ? "batched" : "per_sequence";
     out["repeats"] = opt.repeats;
     out["bandwidth_gbs"] = bandwidth > 0 ? nlohmann::json(bandwidth) : nlohmann::json();
     if (hf.is_null()) {
@@ -452,6 +457,8 @@ void add_bench_generate_command(CLI::App& bench, invocation& inv) {
   cmd->add_option("--bandwidth-gbs", opt->bandwidth_gbs,
                   "Memory bandwidth for the roofline, GB/s (default: 4800 on cuda, the H200's; none on cpu)");
   cmd->add_flag("--no-hf", opt->no_hf, "Skip the transformers side");
+  cmd->add_flag("--batched-decode", opt->batched_decode,
+                "Decode attention for all sequences in one call (policy.batched_decode) instead of one at a time");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt, &inv] { return run_bench_generate(*opt, inv.config); }; });
 }

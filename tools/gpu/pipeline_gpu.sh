@@ -32,7 +32,8 @@
 #                  greedy tokens of a 0.5B-shaped Qwen2 against transformers; $OUT_DIR/parity.json),
 #                  `bench generate` of that shape at its default grid (GEN_BATCHES, GEN_CONTEXTS) and
 #                  of Qwen2.5-7B's shape at batch 1 (GEN7B_CONTEXTS; GEN7B=0 skips it), each as JSON;
-#                  PARITY=0, GEN05B=0 and GEN7B=0 skip a part; builds first where build-gpu/ is missing.
+#                  PARITY=0, GEN05B=0 and GEN7B=0 skip a part; BATCHED_DECODE=1 benches policy.batched_decode;
+#                  builds first where build-gpu/ is missing.
 #   STAGE=nodes    a demonstration rollout of bench tasks (NODE_TASKS, 4 episodes) whose GPU slot and
 #                  compiler workers all come from a separate `cuda-agent node` process joined over
 #                  TCP (`rollout --listen 127.0.0.1:0 --local-slots 0`), and its hermetic replay;
@@ -179,7 +180,7 @@ if [ "$stage" = generate ] && [ "${PARITY:-1}" = 1 ]; then
 fi
 if [ "$stage" = generate ] && [ "${GEN05B:-1}" = 1 ]; then
   step timeout "${GEN_S:-420}" "$bin" "${set_args[@]}" bench generate --device cuda --repeats "${GEN_REPEATS:-2}" \
-    ${GEN_BATCHES:+--batches "$GEN_BATCHES"} ${GEN_CONTEXTS:+--contexts "$GEN_CONTEXTS"} --json \
+    ${GEN_BATCHES:+--batches "$GEN_BATCHES"} ${GEN_CONTEXTS:+--contexts "$GEN_CONTEXTS"} ${BATCHED_DECODE:+--batched-decode} --json \
     > "$out/bench_generate_0.5b.json" 2> "$out/bench_generate_0.5b.err"
 fi
 if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then

@@ -10,6 +10,7 @@
 
 #include "actors/cluster/file_bundle.hpp"
 #include "actors/cluster/node_auth.hpp"
+#include "tests/actors/cluster/test_files.hpp"
 
 namespace cuda_agent::cluster {
 namespace {
@@ -22,15 +23,8 @@ struct scratch_dir {
   ~scratch_dir() { fs::remove_all(path); }
 };
 
-void write(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream{file, std::ios::binary} << text;
-}
-
-std::string read(const fs::path& file) {
-  std::ifstream in{file, std::ios::binary};
-  return {std::istreambuf_iterator<char>{in}, {}};
-}
+using test_files::read;
+using test_files::write;
 
 TEST(NodeAuth, HmacSha256MatchesRfc4231) {
   // RFC 4231 test cases 2 (a short key) and 6 (a key longer than the block).
@@ -117,9 +111,18 @@ TEST(FileBundle, ABundleThatWouldLeaveItsDirectoryOrLiesAboutItsContentWritesNot
   lying.files.front().content = "HELLO";
   EXPECT_THROW(unpack_bundle(lying, dir.path / "lying", 1 << 20), bundle_error);
   EXPECT_FALSE(fs::exists(dir.path / "lying"));
-  EXPECT_THROW(unpack_bundle(good, dir.path / "small", 4), bundle_error);
+  EXPECT_THROW(unpack_bundle(good, dir.path / "small", 4), candidate_files_error);
   bundle_writer tiny{3};
-  EXPECT_THROW(tiny.add_file(dir.path / "origin/a.txt", "a.txt"), bundle_error);
+  EXPECT_THROW(tiny.add_file(dir.path / "origin/a.txt", "a.txt"), candidate_files_error);
+  // Over the limit is the candidate's doing in its solution directory, never in our task file.
+  EXPECT_THROW(bundle_job_files({}, (dir.path / "origin").string(), {}, 3), candidate_files_error);
+  try {
+    bundle_job_files((dir.path / "origin/a.txt").string(), {}, {}, 3);
+    ADD_FAILURE() << "a task over the limit must not ship";
+  } catch (const candidate_files_error&) {
+    ADD_FAILURE() << "a task file is never the candidate's doing";
+  } catch (const bundle_error&) {
+  }
 }
 
 }  // namespace

@@ -81,6 +81,7 @@ def test_short_run_without_transformers():
     for cell in out["cells"]:
         assert cell["transformers"] is None and cell["ratio"] is None
     assert out["transformers"] == {"ran": False, "reason": "--no-hf"}
+    assert out["decode_attention"] == "per_sequence"
     check_common(out, bandwidth=10)
 
 
@@ -97,6 +98,7 @@ def test_table_output():
     (["--shape", "tiny", "--batches", "1,x"], "is not a positive integer"),
     (["--shape", "tiny", "--contexts", "200000"], "max_position_embeddings"),
     (["--shape", "huge"], "unknown shape"),
+    (["--shape", "tiny", "--batched-decode"], "--batched-decode runs only on --device cuda"),
 ])
 def test_usage_errors(args, message):
     r = run(["bench", "generate", "--no-hf", *args])
