@@ -4,9 +4,16 @@
 // A node that loses its coordinator (a partition, a restart) tries to join again for
 // cluster.rejoin_s; SIGTERM or Ctrl-C leaves cleanly, and the coordinator requeues what it held.
 //
+// `--gpus 0,1,...` starts one node process per GPU (run_node_per_gpu).
+//
 // `--simulate-job-ms MS` (for `bench nodes`): the slots sleep MS per job instead of judging it.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
 
 #include <atomic>
 #include <iostream>
@@ -84,22 +91,109 @@ std::string default_node_name() {
   return fmt::format("{}-{}", name.substr(0, 40), ::getpid());
 }
 
+// The GPU indices of --gpus ("0", "0,1,3"), each once.
+std::vector<std::string> parse_gpus(const std::string& text) {
+  std::vector<std::string> gpus;
+  std::set<std::string> seen;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = std::min(text.find(',', start), text.size());
+    const auto gpu = text.substr(start, comma - start);
+    if (gpu.empty() || gpu.size() > 4 || gpu.find_first_not_of("0123456789") != std::string::npos)
+      throw usage_error{fmt::format("--gpus {}: '{}' is not a GPU index; give indices like 0 or 0,1", text, gpu)};
+    if (!seen.insert(gpu).second)
+      throw usage_error{fmt::format("--gpus {}: GPU {} is listed twice", text, gpu)};
+    gpus.push_back(gpu);
+    start = comma + 1;
+  }
+  return gpus;
+}
+
+int run_node(settings config, node_options o);
+
+// `--gpus 0,1,...`: one node process per GPU, forked before this process starts anything (no
+// threads yet). Each serves its GPU alone (CUDA_VISIBLE_DEVICES) under the name <name>-gpu<N>,
+// so that a GPU whose harness wedges takes down its own node, not the others; the first one
+// offers the compiler workers. This process waits for them all, passes SIGTERM and SIGINT on,
+// and exits with the worst status, naming each node that failed.
+int run_node_per_gpu(const settings& config, const node_options& o, const std::vector<std::string>& gpus) {
+  const auto base = o.name.empty() ? default_node_name() : o.name;
+  std::vector<std::pair<pid_t, std::string>> children;  // alive ones; name "" once reaped
+  auto stop_children = [&children] {
+    for (const auto& [pid, name] : children)
+      if (!name.empty()) ::kill(pid, SIGTERM);
+  };
+  ::signal(SIGTERM, request_stop);  // before the first child, so that no stop is lost meanwhile
+  ::signal(SIGINT, request_stop);
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    node_options one = o;
+    one.gpus = gpus[i];
+    one.name = fmt::format("{}-gpu{}", base, gpus[i]);
+    if (i > 0) one.compilers = 0;
+    std::cout.flush();
+    std::cerr.flush();
+    const pid_t pid = ::fork();
+    if (pid == 0) return run_node(config, one);  // the child: this GPU's node, through main's error handling
+    if (pid < 0) {
+      const std::string why = std::strerror(errno);
+      stop_children();
+      throw std::runtime_error("cannot start the node process of GPU " + gpus[i] + ": fork: " + why);
+    }
+    children.emplace_back(pid, one.name);
+  }
+  int worst = 0;
+  bool passed_on = false;
+  std::size_t alive = children.size();
+  while (alive > 0) {
+    if (stop_requested && !passed_on) {
+      stop_children();
+      passed_on = true;
+    }
+    int wstatus = 0;
+    const pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
+    if (pid == 0 || (pid < 0 && errno == EINTR)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds{100});
+      continue;
+    }
+    if (pid < 0) break;  // no children left (ECHILD)
+    for (auto& [child, name] : children) {
+      if (child != pid || name.empty()) continue;
+      int code = 0;
+      if (WIFSIGNALED(wstatus)) {
+        code = 1;
+        std::cerr << fmt::format("cuda-agent: error: node {} was killed by signal {} ({})\n", name, WTERMSIG(wstatus),
+                                 strsignal(WTERMSIG(wstatus)));
+      } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0) {
+        code = WEXITSTATUS(wstatus);
+        std::cerr << fmt::format("cuda-agent: error: node {} exited with status {}\n", name, code);
+      }
+      worst = std::max(worst, code);
+      name.clear();
+      --alive;
+    }
+  }
+  return worst;
+}
+
 int run_node(settings config, node_options o) {
   const auto address = parse_host_port("--join", o.join);
   const auto token = read_token(o.token_file);
   const bool simulated = o.simulate_ms >= 0;
   const auto device = simulated ? std::string{"cpu"} : resolve_device(o.device);
+  if (!o.gpus.empty() && device != "cuda" && !simulated)
+    throw usage_error{"--gpus needs --device cuda; a CPU node takes --slots N"};
+  const auto gpus = parse_gpus(o.gpus.empty() ? std::string{"0"} : o.gpus);
+  if (gpus.size() > 1) {
+    if (!simulated) require_device(device);  // one error here rather than one per GPU
+    return run_node_per_gpu(config, o, gpus);
+  }
   int32_t slots = 0;
   if (device == "cuda") {
-    const auto gpus = o.gpus.empty() ? std::string{"0"} : o.gpus;
-    if (gpus.find(',') != std::string::npos)
-      throw usage_error{fmt::format("--gpus {}: a node process serves one GPU; start one node per GPU "
-                                    "(--gpus 0, --gpus 1, ... with different --name)",
-                                    o.gpus)};
-    ::setenv("CUDA_VISIBLE_DEVICES", gpus.c_str(), 1);  // before any harness worker starts
+    ::setenv("CUDA_VISIBLE_DEVICES", gpus.front().c_str(), 1);  // before any harness worker starts
     slots = 1;
+  } else if (simulated && !o.gpus.empty()) {
+    slots = 1;  // one simulated GPU slot per node process, as a real GPU node
   } else {
-    if (!o.gpus.empty()) throw usage_error{"--gpus needs --device cuda; a CPU node takes --slots N"};
     slots = o.slots > 0 ? o.slots : std::max<int32_t>(1, static_cast<int32_t>(config.get_int("rollout.gpu_slots")));
   }
   const int32_t compilers =
@@ -184,6 +278,7 @@ int run_node(settings config, node_options o) {
     offer.node.gpu_slots = slots;
     offer.node.compiler_workers = compilers;
     offer.node.devices = {simulated ? fmt::format("simulated {} ms", o.simulate_ms) : device};
+    if (!o.gpus.empty()) offer.node.devices.front() += " (GPU " + gpus.front() + ")";
     offer.heartbeat_ms = cluster_config.heartbeat.count();
     offer.connection_timeout_ms = cluster_config.connection_timeout.count();
     std::string refused, retry;
@@ -259,7 +354,8 @@ void add_node_command(CLI::App& app, invocation& inv) {
       ->required();
   cmd->add_option("--device", o->device, "Where candidates run: cpu, cuda, or auto")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd->add_option("--gpus", o->gpus, "The GPU this node serves (with --device cuda; default 0)");
+  cmd->add_option("--gpus", o->gpus, "The GPUs this node serves, e.g. 0 or 0,1 (with --device cuda; default 0): one "
+                                     "node process per GPU, named <name>-gpu<N>");
   cmd->add_option("--slots", o->slots, "CPU harness workers on a CPU node (default: rollout.gpu_slots)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--compilers", o->compilers, "Compiler workers offered (default: rollout.compiler_workers)")

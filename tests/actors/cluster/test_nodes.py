@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from cluster_run import (BINARY, Coordinator, check_run, membership, node_busy, start_node,
+from cluster_run import (BINARY, Coordinator, check_run, membership, node_busy, settings, start_node,
                          token_file, wait_until)
 
 
@@ -77,3 +77,43 @@ def test_over_tls_a_node_joins_and_a_peer_without_the_authority_s_certificate_ge
     records, _ = check_run(scratch, coordinator)
     assert node.wait(timeout=60) == 0
     assert [n for t, n, _ in membership(records) if t == "node_join"] == ["node-tls"]
+
+
+def test_a_node_of_several_gpus_is_one_process_per_gpu_that_stop_together(scratch):
+    """`node --gpus 0,1` forks one node per GPU (simulated slots here: this host has no GPU), named
+    <name>-gpu<N>, each offering one GPU slot of its own GPU; SIGTERM to the parent stops both,
+    which leave the coordinator, and the parent exits 0."""
+    token = token_file(scratch, "token", "the-cluster-token-0123456789")
+    coordinator = Coordinator(scratch, token)
+    err = open(os.path.join(scratch, "multi.err"), "w")
+    parent = subprocess.Popen([BINARY] + settings(scratch) + ["node", "--join", coordinator.address(), "--token-file", token,
+                               "--gpus", "0,1", "--simulate-job-ms", "10", "--name", "multi"],
+                              stdout=err, stderr=err, cwd=scratch)
+
+    def rows():
+        return {line.split()[0]: line for line in coordinator.status(token).splitlines()
+                if line.startswith("multi-")}
+    try:
+        wait_until(lambda: set(rows()) == {"multi-gpu0", "multi-gpu1"}, 60, "both GPUs' nodes to join")
+        for name, row in rows().items():
+            # One GPU slot each (idle: simulated nodes offer no compiler, so nothing gets built).
+            assert " 0/1 " in row and row.endswith(f"(GPU {name[-1]})"), row
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=60) == 0, open(os.path.join(scratch, "multi.err")).read()
+        wait_until(lambda: not rows(), 30, "both nodes to leave")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    out = open(os.path.join(scratch, "multi.err")).read()
+    assert "node multi-gpu0: stopped; left the coordinator" in out and "node multi-gpu1: stopped" in out, out
+    coordinator.proc.kill()
+
+
+@pytest.mark.parametrize("gpus, message", [("0,x", "'x' is not a GPU index"), ("1,1", "GPU 1 is listed twice"),
+                                           ("0,", "'' is not a GPU index")])
+def test_a_bad_gpu_list_is_refused_in_one_line(scratch, gpus, message):
+    token = token_file(scratch, "token", "the-cluster-token-0123456789")
+    done = subprocess.run([BINARY, "node", "--join", "127.0.0.1:9", "--token-file", token, "--gpus", gpus,
+                           "--simulate-job-ms", "1"], capture_output=True, text=True, timeout=60)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
