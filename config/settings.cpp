@@ -373,6 +373,10 @@ const std::vector<setting_spec>& settings::schema() {
        "A rank that does not answer a collective within this many seconds is lost."},
       {"learner.rank_retries", T::integer, "2", {}, 0, 100,
        "Times a step is retried on restarted ranks after a rank is lost, before train fails."},
+      {"learner.restarts", T::integer, "2", {}, 0, 100,
+       "Times train restarts its learner process (rank 0, and the rollouts of --live) after it "
+       "dies by a signal (SIGKILL, a crash, the out-of-memory killer), each time from the newest "
+       "checkpoint as --resume does; 0: train runs in one process and such a death ends it."},
       {"learner.evaluate", T::boolean, "false", {}, 0, 0,
        "Greedy rollouts of the tasks with the actor before training and after RFT and PPO, "
        "each a line of DIR/eval.jsonl."},

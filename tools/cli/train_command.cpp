@@ -23,7 +23,19 @@
 //   is --log (default DIR/rollout_log);
 // - learner.evaluate runs one greedy episode per task with the actor before training and after
 //   RFT and PPO, each a line of DIR/eval.jsonl with its log under DIR/eval/.
+//
+// With learner.restarts > 0 the work runs in a child process that this one supervises
+// (supervise_train): a child that dies by a signal is started again from the newest checkpoint.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <thread>
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -718,6 +730,61 @@ void add_learner_rank_command(CLI::App& app, invocation& inv) {
   });
 }
 
+std::atomic<bool> train_stop_requested{false};
+extern "C" void request_train_stop(int) { train_stop_requested = true; }
+
+// The learner's supervisor (learner.restarts). train's work runs in a child process, forked
+// before anything of LibTorch, CUDA or CAF starts; a child that dies by a signal (a SIGKILL, a
+// crash, the out-of-memory killer) is started again as --resume, from the newest checkpoint,
+// whose steps after it are those of an uninterrupted run. A child that exits with a status
+// (done, or an error that a restart would only repeat) ends train with that status. SIGTERM and
+// SIGINT pass on to the child and end train; the child never outlives this process.
+int supervise_train(const settings& config, train_flags flags) {
+  const int64_t restarts = config.get_int("learner.restarts");
+  const pid_t supervisor = ::getpid();
+  ::signal(SIGTERM, request_train_stop);
+  ::signal(SIGINT, request_train_stop);
+  for (int64_t restart = 0;; ++restart) {
+    std::cout.flush();
+    std::cerr.flush();
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::signal(SIGTERM, SIG_DFL);
+      ::signal(SIGINT, SIG_DFL);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != supervisor) ::_exit(1);  // the supervisor died before the line above
+      return run_train(config, flags);            // through main's error handling
+    }
+    if (child < 0) throw std::runtime_error(std::string{"train: cannot start the learner process: fork: "} + std::strerror(errno));
+    int status = 0;
+    bool passed_on = false;
+    for (;;) {
+      if (train_stop_requested && !passed_on) {
+        ::kill(child, SIGTERM);
+        passed_on = true;
+      }
+      const pid_t done = ::waitpid(child, &status, WNOHANG);
+      if (done == child) break;
+      if (done < 0 && errno != EINTR) throw std::runtime_error(std::string{"train: waitpid: "} + std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    const int signal = WTERMSIG(status);
+    const std::string how = fmt::format("the learner process {} died by signal {} ({})", child, signal, strsignal(signal));
+    if (train_stop_requested) {
+      std::cerr << "train: stopped; `train --resume --out " << flags.out.string() << "` continues from the newest checkpoint\n";
+      return 128 + signal;
+    }
+    if (restart >= restarts)
+      throw std::runtime_error{fmt::format("{}, and learner.restarts = {} restarts are used up; `train --resume --out {}` "
+                                     "continues from the newest checkpoint",
+                                     how, restarts, flags.out.string())};
+    std::cerr << fmt::format("train: {}; restarting it from the newest checkpoint (restart {} of {})\n", how,
+                             restart + 1, restarts);
+    flags.resume = true;
+  }
+}
+
 void add_train_command(CLI::App& app, invocation& inv) {
   auto flags = std::make_shared<train_flags>();
   auto* cmd = app.add_subcommand("train", "Train the policy: RFT, value pretraining, PPO (settings learner.*)");
@@ -744,6 +811,7 @@ void add_train_command(CLI::App& app, invocation& inv) {
         inv.config.apply_override("learner.tasks=" + globs);
       }
       try {
+        if (inv.config.get_int("learner.restarts") > 0) return supervise_train(inv.config, *flags);
         return run_train(inv.config, *flags);
       } catch (const learner::learner_error& e) {
         throw usage_error{e.what()};

@@ -115,18 +115,21 @@ def test_two_rank_runs_are_deterministic(recorded, scratch, two_ranks):
     assert all(torch.equal(w1[n], w2[n]) for n in w1)
 
 
-def rank_children(parent):
-    """The PIDs of `parent`'s learner-rank children."""
-    found = []
+def rank_children(train_pid):
+    """The PIDs of the learner-rank processes under `train_pid`: children of its learner process
+    (train supervises that one, learner.restarts), or of train itself with learner.restarts = 0."""
+    parents, ranks = {}, []
     for status in pathlib.Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
             cmdline = (status.parent / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if fields.get("PPid", "").strip() == str(parent) and b"learner-rank" in cmdline:
-            found.append(int(status.parent.name))
-    return found
+        pid = int(status.parent.name)
+        parents[pid] = int(fields.get("PPid", "0").strip() or 0)
+        if b"learner-rank" in cmdline:
+            ranks.append(pid)
+    return [pid for pid in ranks if parents.get(pid) == train_pid or parents.get(parents.get(pid)) == train_pid]
 
 
 def test_a_killed_rank_is_restarted_and_the_run_ends_as_if_uninterrupted(recorded, scratch, two_ranks):

@@ -2,8 +2,9 @@
 recorded in a tiny checkpoint's tokens (--policy demo with policy.model_dir), then RFT, value
 pretraining and PPO on that log. Checks what the command writes (metrics.jsonl per step, the
 checkpoints, a final Hugging Face checkpoint that transformers and `--policy torch` load), that
-RFT lowers its loss, and that a run SIGKILLed between steps and resumed writes the same losses
-as an uninterrupted one."""
+RFT lowers its loss, that a run SIGKILLed between steps and resumed writes the same losses
+as an uninterrupted one, and that a learner process SIGKILLed under train's supervisor
+(learner.restarts) is restarted in place with the same losses."""
 import json
 import os
 import pathlib
@@ -104,6 +105,55 @@ def test_a_run_killed_between_steps_resumes_with_the_same_losses(recorded, scrat
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stderr
     assert losses(metrics(out)) == losses(metrics(straight))
+
+
+def learner_process(supervisor):
+    """The pid of the learner process train's supervisor started (learner.restarts > 0)."""
+    children = open(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children").read().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+def wait_for_steps(proc, out, steps):
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text().splitlines()) >= steps:
+            return
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read()[-2000:]
+
+
+def test_a_learner_process_killed_mid_run_is_restarted_in_place_with_the_same_losses(recorded, scratch):
+    """SIGKILL to the learner process, not to train: its supervisor starts it again from the
+    newest checkpoint, the run completes by itself, and its losses are the uninterrupted run's."""
+    model_dir, log = recorded
+    straight = scratch / "straight"
+    if not (straight / "metrics.jsonl").exists():
+        assert train(model_dir, log, straight).returncode == 0
+    out = scratch / "restarted"
+    proc = train(model_dir, log, out, wait=False)
+    wait_for_steps(proc, out, 3)
+    killed = learner_process(proc)
+    os.kill(killed, signal.SIGKILL)
+    _, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    assert f"the learner process {killed} died by signal 9" in err and "restart 1 of 2" in err, err[-3000:]
+    assert "resumed from" in err
+    assert losses(metrics(out)) == losses(metrics(straight))
+
+
+def test_a_learner_that_keeps_dying_ends_train_with_one_line(recorded, scratch):
+    model_dir, log = recorded
+    out = scratch / "dying"
+    proc = train(model_dir, log, out, "--set", "learner.restarts=1", wait=False)
+    for steps in (2, 4):  # the second death comes after the restart's own progress
+        wait_for_steps(proc, out, steps)
+        os.kill(learner_process(proc), signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("cuda-agent: error: the learner process") and "learner.restarts = 1" in last, last
+    assert "train --resume --out" in last
 
 
 def test_bad_input_is_a_one_line_error(recorded, scratch):
