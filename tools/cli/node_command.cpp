@@ -11,8 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <map>
 #include <set>
 
 #include <atomic>
@@ -34,6 +33,7 @@
 #include "tools/cli/cluster_client.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/supervised_children.hpp"
 
 namespace cuda_agent::cli {
 namespace {
@@ -118,59 +118,23 @@ int run_node(settings config, node_options o);
 // and exits with the worst status, naming each node that failed.
 int run_node_per_gpu(const settings& config, const node_options& o, const std::vector<std::string>& gpus) {
   const auto base = o.name.empty() ? default_node_name() : o.name;
-  std::vector<std::pair<pid_t, std::string>> children;  // alive ones; name "" once reaped
-  auto stop_children = [&children] {
-    for (const auto& [pid, name] : children)
-      if (!name.empty()) ::kill(pid, SIGTERM);
-  };
-  ::signal(SIGTERM, request_stop);  // before the first child, so that no stop is lost meanwhile
-  ::signal(SIGINT, request_stop);
+  supervised_children children;
+  std::map<pid_t, std::string> names;
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     node_options one = o;
     one.gpus = gpus[i];
     one.name = fmt::format("{}-gpu{}", base, gpus[i]);
     if (i > 0) one.compilers = 0;
-    std::cout.flush();
-    std::cerr.flush();
-    const pid_t pid = ::fork();
+    const pid_t pid = children.start();
     if (pid == 0) return run_node(config, one);  // the child: this GPU's node, through main's error handling
-    if (pid < 0) {
-      const std::string why = std::strerror(errno);
-      stop_children();
-      throw std::runtime_error("cannot start the node process of GPU " + gpus[i] + ": fork: " + why);
-    }
-    children.emplace_back(pid, one.name);
+    names[pid] = one.name;
   }
   int worst = 0;
-  bool passed_on = false;
-  std::size_t alive = children.size();
-  while (alive > 0) {
-    if (stop_requested && !passed_on) {
-      stop_children();
-      passed_on = true;
-    }
-    int wstatus = 0;
-    const pid_t pid = ::waitpid(-1, &wstatus, WNOHANG);
-    if (pid == 0 || (pid < 0 && errno == EINTR)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds{100});
-      continue;
-    }
-    if (pid < 0) break;  // no children left (ECHILD)
-    for (auto& [child, name] : children) {
-      if (child != pid || name.empty()) continue;
-      int code = 0;
-      if (WIFSIGNALED(wstatus)) {
-        code = 1;
-        std::cerr << fmt::format("cuda-agent: error: node {} was killed by signal {} ({})\n", name, WTERMSIG(wstatus),
-                                 strsignal(WTERMSIG(wstatus)));
-      } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0) {
-        code = WEXITSTATUS(wstatus);
-        std::cerr << fmt::format("cuda-agent: error: node {} exited with status {}\n", name, code);
-      }
-      worst = std::max(worst, code);
-      name.clear();
-      --alive;
-    }
+  while (const auto child = children.wait()) {
+    const int status = child->status;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    std::cerr << fmt::format("cuda-agent: error: node {} {}\n", names[child->pid], supervised_children::describe(status));
+    worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
   }
   return worst;
 }

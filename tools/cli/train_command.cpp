@@ -26,16 +26,9 @@
 //
 // With learner.restarts > 0 the work runs in a child process that this one supervises
 // (supervise_train): a child that dies by a signal is started again from the newest checkpoint.
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <thread>
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -64,6 +57,7 @@
 #include "actors/rollout_manager.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/supervised_children.hpp"
 
 namespace cuda_agent::cli {
 namespace {
@@ -730,55 +724,28 @@ void add_learner_rank_command(CLI::App& app, invocation& inv) {
   });
 }
 
-std::atomic<bool> train_stop_requested{false};
-extern "C" void request_train_stop(int) { train_stop_requested = true; }
-
 // The learner's supervisor (learner.restarts). train's work runs in a child process, forked
 // before anything of LibTorch, CUDA or CAF starts; a child that dies by a signal (a SIGKILL, a
 // crash, the out-of-memory killer) is started again as --resume, from the newest checkpoint,
 // whose steps after it are those of an uninterrupted run. A child that exits with a status
-// (done, or an error that a restart would only repeat) ends train with that status. SIGTERM and
-// SIGINT pass on to the child and end train; the child never outlives this process.
+// (done, or an error that a restart would only repeat) ends train with that status.
 int supervise_train(const settings& config, train_flags flags) {
   const int64_t restarts = config.get_int("learner.restarts");
-  const pid_t supervisor = ::getpid();
-  ::signal(SIGTERM, request_train_stop);
-  ::signal(SIGINT, request_train_stop);
+  supervised_children children;
   for (int64_t restart = 0;; ++restart) {
-    std::cout.flush();
-    std::cerr.flush();
-    const pid_t child = ::fork();
-    if (child == 0) {
-      ::signal(SIGTERM, SIG_DFL);
-      ::signal(SIGINT, SIG_DFL);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != supervisor) ::_exit(1);  // the supervisor died before the line above
-      return run_train(config, flags);            // through main's error handling
-    }
-    if (child < 0) throw std::runtime_error(std::string{"train: cannot start the learner process: fork: "} + std::strerror(errno));
-    int status = 0;
-    bool passed_on = false;
-    for (;;) {
-      if (train_stop_requested && !passed_on) {
-        ::kill(child, SIGTERM);
-        passed_on = true;
-      }
-      const pid_t done = ::waitpid(child, &status, WNOHANG);
-      if (done == child) break;
-      if (done < 0 && errno != EINTR) throw std::runtime_error(std::string{"train: waitpid: "} + std::strerror(errno));
-      std::this_thread::sleep_for(std::chrono::milliseconds{100});
-    }
+    const pid_t pid = children.start();
+    if (pid == 0) return run_train(config, flags);  // the child: through main's error handling
+    const int status = children.wait()->status;
     if (WIFEXITED(status)) return WEXITSTATUS(status);
-    const int signal = WTERMSIG(status);
-    const std::string how = fmt::format("the learner process {} died by signal {} ({})", child, signal, strsignal(signal));
-    if (train_stop_requested) {
+    const std::string how = fmt::format("the learner process {} {}", pid, supervised_children::describe(status));
+    if (children.stop_requested()) {
       std::cerr << "train: stopped; `train --resume --out " << flags.out.string() << "` continues from the newest checkpoint\n";
-      return 128 + signal;
+      return 128 + WTERMSIG(status);
     }
     if (restart >= restarts)
       throw std::runtime_error{fmt::format("{}, and learner.restarts = {} restarts are used up; `train --resume --out {}` "
-                                     "continues from the newest checkpoint",
-                                     how, restarts, flags.out.string())};
+                                           "continues from the newest checkpoint",
+                                           how, restarts, flags.out.string())};
     std::cerr << fmt::format("train: {}; restarting it from the newest checkpoint (restart {} of {})\n", how,
                              restart + 1, restarts);
     flags.resume = true;

@@ -85,33 +85,19 @@ def test_train_runs_the_three_stages_and_exports_the_actor(recorded, scratch):
     assert len(json.loads(generated.stdout)["token_ids"]) >= 1
 
 
-def test_a_run_killed_between_steps_resumes_with_the_same_losses(recorded, scratch):
-    model_dir, log = recorded
-    straight = scratch / "straight"
-    if not (straight / "metrics.jsonl").exists():
-        assert train(model_dir, log, straight).returncode == 0
-    out = scratch / "killed"
-    proc = train(model_dir, log, out, wait=False)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
-        if (out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text().splitlines()) >= 3:
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read()[-2000:]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert len(metrics(out)) < sum(STEPS.values())
-    resumed = train(model_dir, log, out, resume=True)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resumed from" in resumed.stderr
-    assert losses(metrics(out)) == losses(metrics(straight))
-
-
 def learner_process(supervisor):
     """The pid of the learner process train's supervisor started (learner.restarts > 0)."""
     children = open(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children").read().split()
     assert len(children) == 1, children
     return int(children[0])
+
+
+def uninterrupted(model_dir, log, scratch):
+    """The run the interrupted ones are compared with (the first test's, else made here)."""
+    straight = scratch / "straight"
+    if not (straight / "metrics.jsonl").exists():
+        assert train(model_dir, log, straight).returncode == 0
+    return straight
 
 
 def wait_for_steps(proc, out, steps):
@@ -123,13 +109,26 @@ def wait_for_steps(proc, out, steps):
     assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read()[-2000:]
 
 
+def test_a_run_killed_between_steps_resumes_with_the_same_losses(recorded, scratch):
+    model_dir, log = recorded
+    straight = uninterrupted(model_dir, log, scratch)
+    out = scratch / "killed"
+    proc = train(model_dir, log, out, wait=False)
+    wait_for_steps(proc, out, 3)
+    proc.send_signal(signal.SIGKILL)  # train itself: its learner process dies with it
+    proc.wait()
+    assert len(metrics(out)) < sum(STEPS.values())
+    resumed = train(model_dir, log, out, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stderr
+    assert losses(metrics(out)) == losses(metrics(straight))
+
+
 def test_a_learner_process_killed_mid_run_is_restarted_in_place_with_the_same_losses(recorded, scratch):
     """SIGKILL to the learner process, not to train: its supervisor starts it again from the
     newest checkpoint, the run completes by itself, and its losses are the uninterrupted run's."""
     model_dir, log = recorded
-    straight = scratch / "straight"
-    if not (straight / "metrics.jsonl").exists():
-        assert train(model_dir, log, straight).returncode == 0
+    straight = uninterrupted(model_dir, log, scratch)
     out = scratch / "restarted"
     proc = train(model_dir, log, out, wait=False)
     wait_for_steps(proc, out, 3)
@@ -154,6 +153,19 @@ def test_a_learner_that_keeps_dying_ends_train_with_one_line(recorded, scratch):
     last = err.strip().splitlines()[-1]
     assert last.startswith("cuda-agent: error: the learner process") and "learner.restarts = 1" in last, last
     assert "train --resume --out" in last
+
+
+def test_sigterm_to_train_stops_its_learner_process_too(recorded, scratch):
+    model_dir, log = recorded
+    out = scratch / "stopped"
+    proc = train(model_dir, log, out, wait=False)
+    wait_for_steps(proc, out, 2)
+    learner = learner_process(proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "train: stopped; `train --resume --out" in err, err[-3000:]
+    assert not os.path.exists(f"/proc/{learner}"), "the learner process outlived train"
 
 
 def test_bad_input_is_a_one_line_error(recorded, scratch):
