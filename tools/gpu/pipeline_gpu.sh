@@ -31,7 +31,8 @@
 #   STAGE=generate the policy model on cuda in bf16: tests/actors/model/test_gpu_parity.py (logits and 256
 #                  greedy tokens of a 0.5B-shaped Qwen2 against transformers; $OUT_DIR/parity.json),
 #                  `bench generate` of that shape at its default grid (GEN_BATCHES, GEN_CONTEXTS) and
-#                  of Qwen2.5-7B's shape at batch 1 (GEN7B_CONTEXTS; GEN7B=0 skips it), each as JSON;
+#                  of Qwen2.5-7B's shape at batch 1 (GEN7B_CONTEXTS; GEN7B=0 skips it; transformers only
+#                  with GEN7B_HF=1), each as JSON;
 #                  PARITY=0, GEN05B=0 and GEN7B=0 skip a part; BATCHED_DECODE=1 benches policy.batched_decode;
 #                  builds first where build-gpu/ is missing.
 #   STAGE=nodes    a demonstration rollout of bench tasks (NODE_TASKS, 4 episodes) whose GPU slot and
@@ -184,8 +185,11 @@ if [ "$stage" = generate ] && [ "${GEN05B:-1}" = 1 ]; then
     > "$out/bench_generate_0.5b.json" 2> "$out/bench_generate_0.5b.err"
 fi
 if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
+  # Without transformers unless GEN7B_HF=1: the roofline needs the engine's side only, and loading
+  # 15 GB a second time in transformers took most of an earlier call's time box.
+  gen7b_hf=--no-hf; [ "${GEN7B_HF:-0}" = 1 ] && gen7b_hf=
   step timeout "${GEN7B_S:-300}" "$bin" "${set_args[@]}" bench generate --device cuda --shape qwen2.5-7b --batches 1 \
-    --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" --json \
+    --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" $gen7b_hf ${BATCHED_DECODE:+--batched-decode} --json \
     > "$out/bench_generate_7b.json" 2> "$out/bench_generate_7b.err"
 fi
 if [ "$stage" = nodes ]; then
