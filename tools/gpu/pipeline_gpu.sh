@@ -185,8 +185,8 @@ if [ "$stage" = generate ] && [ "${GEN05B:-1}" = 1 ]; then
     > "$out/bench_generate_0.5b.json" 2> "$out/bench_generate_0.5b.err"
 fi
 if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
-  # Without transformers unless GEN7B_HF=1: the roofline needs the engine's side only, and loading
-  # 15 GB a second time in transformers took most of an earlier call's time box.
+  # Without transformers unless GEN7B_HF=1: the roofline needs the engine's side only, and the
+  # stage must fit one call (an earlier one ran out of time before any 7B cell).
   gen7b_hf=--no-hf; [ "${GEN7B_HF:-0}" = 1 ] && gen7b_hf=
   step timeout "${GEN7B_S:-300}" "$bin" "${set_args[@]}" bench generate --device cuda --shape qwen2.5-7b --batches 1 \
     --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" $gen7b_hf ${BATCHED_DECODE:+--batched-decode} --json \
