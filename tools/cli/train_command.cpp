@@ -27,6 +27,7 @@
 // With learner.restarts > 0 the work runs in a child process that this one supervises
 // (supervise_train): a child that dies by a signal is started again from the newest checkpoint.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include <iostream>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -57,6 +59,7 @@
 #include "actors/rollout_manager.hpp"
 #include "tools/cli/commands.hpp"
 #include "tools/cli/pipeline.hpp"
+#include "tools/cli/progress.hpp"
 #include "tools/cli/supervised_children.hpp"
 
 namespace cuda_agent::cli {
@@ -388,6 +391,45 @@ struct live_stage {
   std::function<std::string()> checkpoint;  // after a step; "" when none was due
 };
 
+// The progress of a stage on stderr, one status per stage: `train rft: step 12/200 | 2.1/s |
+// 1m30s left | sft_loss 0.3612`, redrawn in place on a terminal (a plain line at most every 10 s
+// otherwise), its last state kept as a line when the stage ends. metrics.jsonl is the record.
+class stage_progress {
+ public:
+  // A stage of steps (stage_start, stage_end], resumed after `done_step`.
+  void begin(const std::string& stage, int64_t stage_start, int64_t stage_end, int64_t done_step, bool in_place) {
+    display_.emplace(std::cerr, in_place && ::isatty(2) != 0, std::chrono::seconds{10});
+    stage_ = stage;
+    start_ = stage_start;
+    end_ = stage_end;
+    meter_.emplace(done_step - stage_start);
+  }
+
+  void step(const nlohmann::json& metrics) {
+    if (!display_) return;
+    const int64_t done = metrics.at("step").get<int64_t>() - start_;
+    // The rate and time left of steps, by progress_meter's arithmetic (queued = steps to go).
+    std::string text = meter_->line(done, 0, end_ - start_ - done);
+    text = fmt::format("train {}: step {}/{}{}", stage_, done, end_ - start_, text.substr(text.find(" | ")));
+    for (const char* key : {"sft_loss", "value_loss", "policy_loss", "reward_mean", "pass_rate"})
+      if (metrics.contains(key) && metrics.at(key).is_number())
+        text += fmt::format(" | {} {:.4g}", key, metrics.at(key).get<double>());
+    if (metrics.contains("skipped")) text += " | skipped: " + metrics.at("skipped").get<std::string>();
+    display_->status(text);
+  }
+
+  void end() {
+    if (display_) display_->finish();
+    display_.reset();
+  }
+
+ private:
+  std::optional<status_display> display_;
+  std::optional<progress_meter> meter_;
+  std::string stage_;
+  int64_t start_ = 0, end_ = 0;
+};
+
 // PPO on live rollouts (the file comment). Returns once every batch is trained.
 void run_live_ppo(const settings& learner_config, const train_rollouts& r, const live_stage& stage) {
   const settings config = torch_policy_settings(learner_config);
@@ -623,10 +665,10 @@ int run_train(const settings& config, const train_flags& flags) {
   const int keep = static_cast<int>(config.get_int("learner.keep_checkpoints"));
   const int64_t batch = config.get_int("learner.batch_episodes");
   std::ofstream metrics{out / "metrics.jsonl", std::ios::app};
-  auto write_metrics = [&metrics](const nlohmann::json& line) {
+  stage_progress progress;
+  auto write_metrics = [&metrics, &progress](const nlohmann::json& line) {
     metrics << line.dump() << "\n" << std::flush;
-    std::cerr << "train: " << line.at("stage").get<std::string>() << " " << line.at("stage_step") << " "
-              << line.dump() << "\n";
+    progress.step(line);
   };
   // After step `step` of a stage ending at `stage_end`: a checkpoint where one is due.
   auto checkpoint = [&](const std::string& stage, int64_t stage_end) -> std::string {
@@ -646,6 +688,8 @@ int run_train(const settings& config, const train_flags& flags) {
   for (const auto& stage : stages) {
     const int64_t stage_end = stage_start + stage.steps;
     set_actor_lr(stage.name == "rft" ? rft_lr : options.actor_lr);
+    // Live PPO's rollout draws its own status: the stage's progress then comes as plain lines.
+    if (step < stage_end) progress.begin(stage.name, stage_start, stage_end, step, !(stage.name == "ppo" && live));
     if (stage.name == "ppo" && live) {
       if (step < stage_end)
         run_live_ppo(config, rollouts, {&group, actor.get(), &step, stage_start, stage_end, write_metrics,
@@ -661,6 +705,7 @@ int run_train(const settings& config, const train_flags& flags) {
         checkpoint(stage.name, stage_end);
       }
     }
+    progress.end();
     // Value pretraining leaves the actor as it was: nothing new to evaluate.
     if (stage.steps > 0 && stage.name != "value_pretrain") evaluate_after(stage.name);
     stage_start = stage_end;

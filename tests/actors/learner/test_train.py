@@ -68,6 +68,10 @@ def test_train_runs_the_three_stages_and_exports_the_actor(recorded, scratch):
     ppo = [l for l in lines if l["stage"] == "ppo"]
     assert all(0 <= l["clip_fraction"] <= 1 and l["is_weight_max"] <= 2.0 for l in ppo)
     assert "RFT keeps 1" in done.stderr
+    # Each stage's progress ends on its last step (stderr is no terminal: plain lines).
+    for stage, n in STEPS.items():
+        assert f"train {stage}: step {n}/{n} | " in done.stderr, done.stderr[-3000:]
+    assert "sft_loss" in done.stderr and "policy_loss" in done.stderr
 
     ckpts = sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("step-"))
     assert len(ckpts) == 2 and ckpts[-1].endswith(f"{sum(STEPS.values()):012d}")
