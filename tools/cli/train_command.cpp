@@ -1,7 +1,8 @@
 // `cuda-agent train --out DIR [--resume]`: the recipe's three stages: rejection fine-tuning on
 // the episodes the RFT filter keeps, value pretraining of the critic, then PPO, each for its
 // learner.*_steps optimiser steps of learner.batch_episodes episodes. It writes
-//   DIR/metrics.jsonl     one object per step (stage, losses, rewards, clip fraction, tokens/s)
+//   DIR/metrics.jsonl     one object per step (stage, losses, rewards, clip fraction, tokens/s);
+//                         stderr shows each stage's progress (stage_progress)
 //   DIR/checkpoints/      every learner.checkpoint_every steps and at each stage's end
 //   DIR/final/            the actor as a Hugging Face checkpoint (`--policy torch` loads it)
 // --resume continues from the newest complete checkpoint: weights, optimiser states, the batch
