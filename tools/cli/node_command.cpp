@@ -147,10 +147,8 @@ int run_node(settings config, node_options o) {
   if (!o.gpus.empty() && device != "cuda" && !simulated)
     throw usage_error{"--gpus needs --device cuda; a CPU node takes --slots N"};
   const auto gpus = parse_gpus(o.gpus.empty() ? std::string{"0"} : o.gpus);
-  if (gpus.size() > 1) {
-    if (!simulated) require_device(device);  // one error here rather than one per GPU
-    return run_node_per_gpu(config, o, gpus);
-  }
+  if (!simulated) require_device(device);  // before any fork: one error, not one per GPU
+  if (gpus.size() > 1) return run_node_per_gpu(config, o, gpus);
   int32_t slots = 0;
   if (device == "cuda") {
     ::setenv("CUDA_VISIBLE_DEVICES", gpus.front().c_str(), 1);  // before any harness worker starts
@@ -163,7 +161,6 @@ int run_node(settings config, node_options o) {
   const int32_t compilers =
       simulated ? 0 : o.compilers >= 0 ? o.compilers : static_cast<int32_t>(config.get_int("rollout.compiler_workers"));
   const auto name = o.name.empty() ? default_node_name() : o.name;
-  if (!simulated) require_device(device);
 
   auto cluster_config = cluster::cluster_settings::from(config);
   // Absolute: shipped jobs' paths reach harness workers whose working directory is their own.

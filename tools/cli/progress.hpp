@@ -42,17 +42,19 @@ inline std::string format_rate(double per_second) {
   return fmt::format("{:.1f}/min", per_second * 60.0);
 }
 
+// 3.4/s | 26s left: `fresh` done in `elapsed_s`, and what `remaining` takes at that rate.
+inline std::string format_pace(int64_t fresh, int64_t remaining, double elapsed_s) {
+  if (fresh <= 0 || elapsed_s <= 0) return "rate - | time left -";
+  const double rate = static_cast<double>(fresh) / elapsed_s;
+  return fmt::format("{} | {} left", format_rate(rate), format_duration(static_cast<double>(remaining) / rate));
+}
+
 // done 12/100 running 2 queued 86 | 3.4/s | 26s left. The rate counts what was done since the
 // start, less `done_at_start` (what a resumed run found settled).
 inline std::string format_progress(int64_t done, int64_t running, int64_t queued, double elapsed_s,
                                    int64_t done_at_start = 0) {
-  const std::string head = fmt::format("done {}/{} running {} queued {}", done,
-                                       done + running + queued, running, queued);
-  const int64_t fresh = done - done_at_start;
-  if (fresh <= 0 || elapsed_s <= 0) return head + " | rate - | time left -";
-  const double rate = static_cast<double>(fresh) / elapsed_s;
-  return fmt::format("{} | {} | {} left", head, format_rate(rate),
-                     format_duration(static_cast<double>(running + queued) / rate));
+  return fmt::format("done {}/{} running {} queued {} | {}", done, done + running + queued, running, queued,
+                     format_pace(done - done_at_start, running + queued, elapsed_s));
 }
 
 // A run's clock, from construction, and what was already done then (a resumed run's settled
@@ -63,12 +65,19 @@ class progress_meter {
       : done_at_start_(done_at_start), start_(std::chrono::steady_clock::now()) {}
 
   std::string line(int64_t done, int64_t running, int64_t queued) const {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    return format_progress(done, running, queued, elapsed, done_at_start_);
+    return format_progress(done, running, queued, elapsed_s(), done_at_start_);
+  }
+
+  // Only the rate and time left (format_pace) of `done` of `done + remaining`.
+  std::string pace(int64_t done, int64_t remaining) const {
+    return format_pace(done - done_at_start_, remaining, elapsed_s());
   }
 
  private:
+  double elapsed_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
   int64_t done_at_start_;
   std::chrono::steady_clock::time_point start_;
 };

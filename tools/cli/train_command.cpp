@@ -409,9 +409,8 @@ class stage_progress {
   void step(const nlohmann::json& metrics) {
     if (!display_) return;
     const int64_t done = metrics.at("step").get<int64_t>() - start_;
-    // The rate and time left of steps, by progress_meter's arithmetic (queued = steps to go).
-    std::string text = meter_->line(done, 0, end_ - start_ - done);
-    text = fmt::format("train {}: step {}/{}{}", stage_, done, end_ - start_, text.substr(text.find(" | ")));
+    std::string text =
+        fmt::format("train {}: step {}/{} | {}", stage_, done, end_ - start_, meter_->pace(done, end_ - start_ - done));
     for (const char* key : {"sft_loss", "value_loss", "policy_loss", "reward_mean", "pass_rate"})
       if (metrics.contains(key) && metrics.at(key).is_number())
         text += fmt::format(" | {} {:.4g}", key, metrics.at(key).get<double>());
