@@ -5,6 +5,7 @@ violation name (VIOLATIONS) with a one-line detail. The verdict on correctness i
 the trusted worker compares the outputs, so a candidate that defeats a guard still has to produce
 the right numbers by itself.
 """
+import gc
 import os
 import sys
 import threading
@@ -34,6 +35,9 @@ VIOLATIONS = {
     "side_stream": "work left running on another CUDA stream when forward returned",
     "background_thread": "work left running on another thread when forward returned",
     "monkeypatch": "the candidate replaced a function of torch, time, the comparison functions or the harness",
+    "process_hook": "the candidate left a hook in its process that runs its code inside the harness's own calls "
+                    "(a torch function or dispatch mode, a trace or profile function, a gc callback, a kernel "
+                    "registered over an ATen operator)",
     "write_outside_sandbox": "the candidate wrote a file outside its solution directory",
     "spawns_process": "the candidate started a process or opened a network connection",
 }
@@ -249,6 +253,45 @@ def new_forbidden_modules(before):
             if name == prefix or name.startswith(prefix + "."):
                 found.append((violation, name))
     return found
+
+
+class HookSnapshot:
+    """The places a candidate could leave code that runs inside the harness's own calls in its
+    process, between drawing an input set and starting the clock (get_inputs, clone, fill_, the
+    timer) rather than inside the forward it is judged by: there it could compute each timed set's
+    result before the clock starts. Torch function and dispatch modes left on the stack, trace and
+    profile functions, gc callbacks, and every ATen operator's dispatch table (a kernel registered
+    over aten::clone from Python or from the extension's C++ changes it)."""
+
+    def __init__(self):
+        self.gc_callbacks = list(gc.callbacks)
+        self.tables = self._tables()
+
+    @staticmethod
+    def _tables():
+        return {name: torch._C._dispatch_dump_table(name)
+                for name in torch._C._dispatch_get_all_op_names() if name.startswith("aten::")}
+
+    def found(self, tables=True):
+        """What is there now that was not at the snapshot; `tables=False` skips the dispatch
+        tables (a tenth of a second) and looks at the rest only."""
+        found = []
+        if torch._C._len_torch_function_stack() > 0:
+            found.append("a torch function mode left on the stack")
+        if torch._C._len_torch_dispatch_stack() > 0:
+            found.append("a torch dispatch mode left on the stack")
+        if sys.gettrace() is not None or threading.gettrace() is not None:
+            found.append("a trace function")
+        if sys.getprofile() is not None or threading.getprofile() is not None:
+            found.append("a profile function")
+        if [c for c in gc.callbacks if c not in self.gc_callbacks]:
+            found.append("a gc callback")
+        if tables:
+            now = self._tables()
+            changed = sorted(n for n, t in now.items() if self.tables.get(n) != t)
+            if changed:
+                found.append(f"a kernel registered over {', '.join(changed[:3])}")
+        return found
 
 
 def warm_up_guards():
