@@ -88,6 +88,7 @@ class Runner:
         state_dict = self.exchange.take(req["state_dict"])
 
         guard.warm_up_guards()
+        self.hooks = guard.HookSnapshot()
         self.dynamo_frames = guard.dynamo_frames()
         import harness.candidate_runner as me
         self.identity = guard.IdentitySnapshot()
@@ -124,6 +125,7 @@ class Runner:
         for violation, name in guard.new_forbidden_modules(modules_before):
             self.violations.add(violation, f"imported {name}")
         self._check_identity("after import")
+        self._check_hooks("after import")
         return {}
 
     def _wrap_extension(self, extension):
@@ -183,6 +185,13 @@ class Runner:
         for name, sub in self.model.named_modules():
             if type(sub).__name__ == "Model" or type(sub) is Model:
                 self.violations.add("model_new_is_reference", f"submodule {name or '<root>'} is a Model")
+
+    def _check_hooks(self, when, tables=True):
+        """A hook left behind fails the job at once: what comes after it can no longer be trusted."""
+        found = self.hooks.found(tables)
+        if found:
+            self.violations.add("process_hook", f"{found[0]} ({when})")
+            raise guard.ViolationRaised(f"{found[0]} ({when})")
 
     def _check_identity(self, when):
         changed = self.identity.changed()
@@ -268,6 +277,7 @@ class Runner:
     def draw(self, req):
         """The job's input sets, drawn here from its seeds; their fingerprints go back to be
         compared with the reference's before anything runs on them."""
+        self._check_hooks("before drawing inputs", tables=False)
         self.sets = [self._draw(seed) for seed in req["seeds"]]
         return {"fingerprints": [task_inputs.fingerprint(values) for values in self.sets]}
 
@@ -290,6 +300,7 @@ class Runner:
             late = self.device.type == "cuda" and i == len(sets) - 1 and i > 0
             outs, flags = self.guarded_call(buffers, i, settle=not late)
             poisoned.append(flags)
+        self._check_hooks("after verify")
         # Outputs are read back only now: one overwritten by a later call is caught as wrong.
         outputs = [self.exchange.put_outputs(outs) for outs in self.kept_outputs[-len(sets):]]
         return {"outputs": outputs, "poisoned": poisoned}
@@ -313,6 +324,9 @@ class Runner:
         """Warm-up and timed runs on the set drawn from req's seed, kept for the requests that
         follow without one. The worker gives every timed run a seed of its own and compares
         each one's output (evaluator.timed_runs)."""
+        # Modes and trace hooks are cheap to look for before each set; the dispatch tables after
+        # the runs (a kernel registered by a timed forward is caught on that request's reply).
+        self._check_hooks("before a timed run", tables=False)
         if "seed" in req:  # kept for the requests that follow without one
             self.timing_inputs = self._draw(req["seed"])
         if self.timing_inputs is None:
@@ -328,6 +342,7 @@ class Runner:
         if [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]:
             self.violations.add("background_thread", "a thread outlived a timed run")
         self._check_identity("after timing")
+        self._check_hooks("after timing")
         reply = {"samples_ms": samples}
         if req.get("return_output") and out is not None:
             reply["output"] = self.exchange.put_outputs(as_output_list(out))

@@ -5,7 +5,9 @@ violation name (VIOLATIONS) with a one-line detail. The verdict on correctness i
 the trusted worker compares the outputs, so a candidate that defeats a guard still has to produce
 the right numbers by itself.
 """
+import gc
 import os
+import signal
 import sys
 import threading
 import time
@@ -34,6 +36,9 @@ VIOLATIONS = {
     "side_stream": "work left running on another CUDA stream when forward returned",
     "background_thread": "work left running on another thread when forward returned",
     "monkeypatch": "the candidate replaced a function of torch, time, the comparison functions or the harness",
+    "process_hook": "the candidate left a hook in its process that runs its code inside the harness's own calls "
+                    "(a torch function or dispatch mode, a trace, profile or monitoring function, a gc "
+                    "callback, a signal handler, a Python thread, a kernel registered over an ATen operator)",
     "write_outside_sandbox": "the candidate wrote a file outside its solution directory",
     "spawns_process": "the candidate started a process or opened a network connection",
 }
@@ -249,6 +254,73 @@ def new_forbidden_modules(before):
             if name == prefix or name.startswith(prefix + "."):
                 found.append((violation, name))
     return found
+
+
+class HookSnapshot:
+    """The places a candidate could leave code that runs inside the harness's own calls in its
+    process, between drawing an input set and starting the clock (get_inputs, clone, fill_, the
+    timer) rather than inside the forward it is judged by: there it could compute each timed set's
+    result before the clock starts. Torch function and dispatch modes left on the stack, trace and
+    profile functions, sys.monitoring tools, gc callbacks, signal handlers, Python threads still
+    alive, and every ATen operator's dispatch table (a kernel registered over aten::clone from
+    Python or from the extension's C++ changes it)."""
+
+    def __init__(self):
+        self.gc_callbacks = list(gc.callbacks)
+        self.threads = set(threading.enumerate())
+        self.signals = self._signals()
+        self.tables = self._tables()
+
+    @staticmethod
+    def _signals():
+        handlers = {}
+        for number in signal.valid_signals():
+            try:
+                handlers[number] = signal.getsignal(number)
+            except (OSError, ValueError):
+                continue
+        return handlers
+
+    @staticmethod
+    def _monitoring_tools():
+        monitoring = getattr(sys, "monitoring", None)  # Python 3.12 on
+        if monitoring is None:
+            return []
+        return [monitoring.get_tool(i) for i in range(6) if monitoring.get_tool(i) is not None]
+
+    @staticmethod
+    def _tables():
+        return {name: torch._C._dispatch_dump_table(name)
+                for name in torch._C._dispatch_get_all_op_names() if name.startswith("aten::")}
+
+    def found(self, tables=True):
+        """What is there now that was not at the snapshot; `tables=False` skips the dispatch
+        tables (a tenth of a second) and looks at the rest only."""
+        found = []
+        if torch._C._len_torch_function_stack() > 0:
+            found.append("a torch function mode left on the stack")
+        if torch._C._len_torch_dispatch_stack() > 0:
+            found.append("a torch dispatch mode left on the stack")
+        if sys.gettrace() is not None or threading.gettrace() is not None:
+            found.append("a trace function")
+        if sys.getprofile() is not None or threading.getprofile() is not None:
+            found.append("a profile function")
+        if [c for c in gc.callbacks if c not in self.gc_callbacks]:
+            found.append("a gc callback")
+        if self._monitoring_tools():
+            found.append(f"a sys.monitoring tool ({self._monitoring_tools()[0]})")
+        alive = [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+        if alive:
+            found.append(f"a Python thread ({alive[0].name})")
+        changed = [n for n, h in self._signals().items() if self.signals.get(n, h) is not h]
+        if changed:
+            found.append(f"a handler of signal {signal.Signals(changed[0]).name}")
+        if tables:
+            now = self._tables()
+            changed = sorted(n for n, t in now.items() if self.tables.get(n) != t)
+            if changed:
+                found.append(f"a kernel registered over {', '.join(changed[:3])}")
+        return found
 
 
 def warm_up_guards():
