@@ -291,6 +291,9 @@ const std::vector<setting_spec>& settings::schema() {
       {"policy.batched_decode", T::boolean, "true", {}, 0, 0,
        "On CUDA in bf16/fp16, a decode step runs attention for all its sequences in one "
        "flash-attention call instead of one sequence at a time."},
+      {"policy.cuda_graphs", T::boolean, "false", {}, 0, 0,
+       "On CUDA in bf16/fp16, the batched decode step replays everything but attention from CUDA "
+       "graphs (one set per batch size, captured on first use); needs policy.batched_decode."},
       {"policy.cache_budget_mb", T::integer, "8192", {}, 1, int64_t{1} << 30,
        "KV cache memory of all episodes together in the torch backend; least recently used "
        "episodes' caches are evicted past it."},

@@ -11,6 +11,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "actors/model/cuda_graph.hpp"
 #include "actors/model/safetensors.hpp"
 
 namespace cuda_agent::model {
@@ -162,11 +163,12 @@ class batched_decode {
     used_ = torch::tensor(used, int_opts).to(device);
   }
 
-  // Appends layer l's new k, v [B, kv, 1, D] to the caches and returns the attention of q
-  // [B, heads, 1, D] over each sequence's whole cache, [B, heads, 1, D].
-  torch::Tensor attend(int64_t l, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  // Appends layer l's new keys and values [B, kv, D] to the caches and returns the attention of
+  // `queries` [B, heads, D] (one per sequence) over each sequence's whole cache, [B, heads, D].
+  // Every argument is contiguous.
+  torch::Tensor attend(int64_t l, const torch::Tensor& queries, const torch::Tensor& new_keys,
+                       const torch::Tensor& new_values) {
     const auto B = int64_t(caches_.size());
-    const torch::Tensor new_keys = k.squeeze(2).contiguous(), new_values = v.squeeze(2).contiguous();  // [B, kv, D]
     std::vector<torch::Tensor> into, from;
     into.reserve(size_t(2 * B));
     from.reserve(size_t(2 * B));
@@ -188,14 +190,12 @@ class batched_decode {
       from.push_back((*caches_[size_t(b)].values)[size_t(l)].slice(0, 0, length));
     }
     at::_foreach_copy_(into, from);
-    const int64_t heads = q.size(1);
-    const torch::Tensor queries = q.squeeze(2).contiguous();  // [B, heads, D]: one query per sequence
     auto out = at::_flash_attention_forward(queries, padded_keys_.view({B * longest_, kv_, D_}),
                                             padded_values_.view({B * longest_, kv_, D_}), cu_q_, cu_k_,
                                             /*max_q=*/1, /*max_k=*/longest_, /*dropout_p=*/0.0,
                                             /*is_causal=*/false, /*return_debug_mask=*/false, std::nullopt,
                                             std::nullopt, std::nullopt, used_);
-    return std::get<0>(out).view({B, heads, 1, D_});
+    return std::get<0>(out);
   }
 
  private:
@@ -299,6 +299,13 @@ struct transformer::layers {
   double attention_scaling = 1.0;
   std::vector<slot> slots;  // every weight under its Hugging Face name, in checkpoint order
 
+  // The rotary tables of `positions` [B, T] (int64): cos and sin [B, T, head_dim] in `dtype`.
+  std::pair<torch::Tensor, torch::Tensor> rope(const torch::Tensor& positions, torch::ScalarType dtype) const {
+    torch::Tensor freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq;
+    torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+    return {(emb.cos() * attention_scaling).to(dtype), (emb.sin() * attention_scaling).to(dtype)};
+  }
+
   const slot* find(const std::string& name) const {
     for (const auto& s : slots) {
       if (s.name == name) return &s;
@@ -306,6 +313,75 @@ struct transformer::layers {
     return nullptr;
   }
 };
+
+// The decode step of B sequences as CUDA graphs (set_cuda_graphs): the work between two layers'
+// attentions is one graph, replayed on static tensors, and only the attention itself (its cache
+// copies and the flash-attention call, whose shapes change every step) runs eagerly. A step is
+// then num_hidden_layers + 1 graph launches and a few launches per layer, instead of about
+// forty launches per layer. One set of graphs per batch size, captured on first use into one
+// memory pool; weights change in place (load_weights), so the graphs stay valid.
+struct transformer::decode_batch {
+  torch::Tensor ids, positions;             // [B, 1] int64: the step's static inputs
+  std::vector<torch::Tensor> queries;       // per layer, [B, heads, D]: graph l's outputs
+  std::vector<torch::Tensor> keys, values;  // per layer, [B, kv_heads, D]
+  std::vector<torch::Tensor> attention;     // per layer, [B, heads, D]: graph l + 1's input
+  torch::Tensor logits;                     // [B, vocab] float32: the last graph's output
+  std::vector<std::unique_ptr<captured_graph>> graphs;  // num_hidden_layers + 1
+};
+
+transformer::decode_batch& transformer::graphed_batch(int64_t B) {
+  std::unique_ptr<decode_batch>& found = graphs_[B];
+  if (found) return *found;
+  const model_config& c = config_;
+  const layers& L = *layers_;
+  const int64_t layer_count = c.num_hidden_layers, heads = c.num_attention_heads, D = c.head_dim;
+  auto g = std::make_unique<decode_batch>();
+  const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device_);
+  g->ids = torch::zeros({B, 1}, long_opts);
+  g->positions = torch::zeros({B, 1}, long_opts);
+  g->queries.resize(size_t(layer_count));
+  g->keys.resize(size_t(layer_count));
+  g->values.resize(size_t(layer_count));
+  for (int64_t l = 0; l < layer_count; ++l) {
+    g->attention.push_back(torch::zeros({B, heads, D}, torch::TensorOptions().dtype(dtype_).device(device_)));
+  }
+  // Tensors that one graph writes and a later one reads: allocated in the pool during capture
+  // and kept alive here, so that no later capture reuses their memory.
+  torch::Tensor cos, sin;
+  std::vector<torch::Tensor> residual(size_t(layer_count + 1));
+  const captured_graph::pool_id pool = captured_graph::new_pool();
+  for (int64_t s = 0; s <= layer_count; ++s) {
+    auto work = [&, s] {
+      if (s == 0) {
+        std::tie(cos, sin) = L.rope(g->positions, dtype_);
+        residual[0] = torch::embedding(L.embed, g->ids);
+      } else {
+        residual[size_t(s)] = L.blocks[size_t(s - 1)].finish(c, residual[size_t(s - 1)], g->attention[size_t(s - 1)].unsqueeze(2));
+      }
+      if (s < layer_count) {
+        const auto [q, k, v] = L.blocks[size_t(s)].attention_inputs(c, residual[size_t(s)], cos, sin);
+        g->queries[size_t(s)] = q.squeeze(2).contiguous();
+        g->keys[size_t(s)] = k.squeeze(2).contiguous();
+        g->values[size_t(s)] = v.squeeze(2).contiguous();
+      } else {
+        const torch::Tensor hidden = rms_norm(residual[size_t(s)].view({B, c.hidden_size}), L.norm, c.rms_norm_eps);
+        g->logits = torch::linear(hidden, L.lm_head).to(torch::kFloat32);
+      }
+    };
+    g->graphs.push_back(std::make_unique<captured_graph>(work, pool));
+  }
+  found = std::move(g);
+  return *found;
+}
+
+void transformer::set_cuda_graphs(bool on) {
+  if (on && !captured_graph::available()) {
+    throw model_error("this cuda-agent was built without the CUDA toolkit's headers, so it cannot capture CUDA graphs; "
+                      "set policy.cuda_graphs = false or rebuild where /usr/local/cuda exists");
+  }
+  cuda_graphs_ = on;
+  if (!on) graphs_.clear();  // their memory back
+}
 
 autocast_scope::autocast_scope(torch::Device device, std::optional<torch::ScalarType> dtype)
     : type_(device.type()),
@@ -480,10 +556,7 @@ torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const t
   torch::Tensor positions = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device_))
                                 .unsqueeze(0)
                                 .expand({B, T});
-  torch::Tensor freqs = positions.to(torch::kFloat32).unsqueeze(-1) * L.inv_freq;
-  torch::Tensor emb = torch::cat({freqs, freqs}, -1);
-  torch::Tensor cos = (emb.cos() * L.attention_scaling).to(dtype_);
-  torch::Tensor sin = (emb.sin() * L.attention_scaling).to(dtype_);
+  const auto [cos, sin] = L.rope(positions, dtype_);
 
   torch::Tensor x = torch::embedding(L.embed, ids);
   for (const auto& b : L.blocks) {
@@ -569,11 +642,29 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
   auto long_cpu = torch::TensorOptions().dtype(torch::kInt64);
   torch::Tensor id_tensor = torch::from_blob(ids.data(), {B, N}, long_cpu).to(device_);
   torch::Tensor pos_tensor = torch::from_blob(positions.data(), {B, N}, long_cpu).to(device_);
-  torch::Tensor freqs = pos_tensor.to(torch::kFloat32).unsqueeze(-1) * L.inv_freq;
-  torch::Tensor emb = torch::cat({freqs, freqs}, -1);
-  torch::Tensor cos = (emb.cos() * L.attention_scaling).to(dtype_);
-  torch::Tensor sin = (emb.sin() * L.attention_scaling).to(dtype_);
 
+  const bool batched = (batched_decode_ || cuda_graphs_) && N == 1 && device_.is_cuda() &&
+                       (dtype_ == torch::kBFloat16 || dtype_ == torch::kHalf);
+  std::optional<batched_decode> decode;
+  if (batched) {
+    std::vector<kv_cache_storage> storage;
+    for (kv_cache* cache : caches) storage.push_back({&cache->keys_, &cache->values_});
+    decode.emplace(storage, cached, cache_opts);
+  }
+  if (decode && cuda_graphs_) {
+    decode_batch& g = graphed_batch(B);
+    g.ids.copy_(id_tensor);
+    g.positions.copy_(pos_tensor);
+    g.graphs[0]->replay();
+    for (int64_t l = 0; l < layer_count; ++l) {
+      g.attention[size_t(l)].copy_(decode->attend(l, g.queries[size_t(l)], g.keys[size_t(l)], g.values[size_t(l)]));
+      g.graphs[size_t(l + 1)]->replay();
+    }
+    for (int64_t b = 0; b < B; ++b) caches[size_t(b)]->length_ += 1;
+    return g.logits.clone();  // the next replay overwrites g.logits
+  }
+
+  const auto [cos, sin] = L.rope(pos_tensor, dtype_);
   // Per sequence: its attention mask over cache + new tokens (undefined where plain causal or a
   // single query does).
   std::vector<torch::Tensor> masks(static_cast<size_t>(B));
@@ -589,21 +680,14 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
     masks[size_t(b)] = torch::arange(past + n, opts).unsqueeze(0) <= (torch::arange(n, opts) + past).unsqueeze(1);
   }
 
-  const bool batched = batched_decode_ && N == 1 && device_.is_cuda() &&
-                       (dtype_ == torch::kBFloat16 || dtype_ == torch::kHalf);
-  std::optional<batched_decode> decode;
-  if (batched) {
-    std::vector<kv_cache_storage> storage;
-    for (kv_cache* cache : caches) storage.push_back({&cache->keys_, &cache->values_});
-    decode.emplace(storage, cached, cache_opts);
-  }
-
   torch::Tensor x = torch::embedding(L.embed, id_tensor);
   for (int64_t l = 0; l < layer_count; ++l) {
     const auto& blk = L.blocks[size_t(l)];
     const auto [q, k, v] = blk.attention_inputs(c, x, cos, sin);
     if (decode) {
-      x = blk.finish(c, x, decode->attend(l, q, k, v));
+      const torch::Tensor a = decode->attend(l, q.squeeze(2).contiguous(), k.squeeze(2).contiguous(),
+                                             v.squeeze(2).contiguous());
+      x = blk.finish(c, x, a.unsqueeze(2));
       continue;
     }
     torch::Tensor out = torch::zeros({B, heads, N, D}, cache_opts);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -100,7 +101,8 @@ class transformer {
   // the MLP run batched over the new tokens right-padded to the longest; attention runs per
   // sequence on its own cache, which grows by doubling). A decode step (one token per sequence)
   // on CUDA in bfloat16 or half can run attention for all sequences in one flash-attention call
-  // instead (set_batched_decode). Runs under NoGradGuard.
+  // instead (set_batched_decode), and capture the rest of the step in CUDA graphs
+  // (set_cuda_graphs). Runs under NoGradGuard.
   torch::Tensor step(const std::vector<std::vector<int64_t>>& tokens,
                      const std::vector<kv_cache*>& caches);
 
@@ -109,6 +111,10 @@ class transformer {
   // Whether a decode step on CUDA runs batched (above); off by default (policy.batched_decode),
   // so that every step takes the per-sequence path.
   void set_batched_decode(bool on) { batched_decode_ = on; }
+  // Whether such a batched decode step replays CUDA graphs of everything but attention (one set
+  // per batch size, captured on first use); implies the batched step. Off by default
+  // (policy.cuda_graphs). Throws model_error where this build cannot capture graphs.
+  void set_cuda_graphs(bool on);
 
   // The weights under their Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
@@ -129,13 +135,17 @@ class transformer {
 
  private:
   transformer(model_config config, torch::Device device, torch::ScalarType dtype);
-  struct layers;  // the modules, defined in transformer.cpp
+  struct layers;         // the modules, defined in transformer.cpp
+  struct decode_batch;   // a captured decode step, defined in transformer.cpp
+  decode_batch& graphed_batch(int64_t batch_size);
   model_config config_;
   torch::Device device_;
   torch::ScalarType dtype_;
   std::unique_ptr<layers> layers_;
   int64_t version_ = 0;
   bool batched_decode_ = false;
+  bool cuda_graphs_ = false;
+  std::map<int64_t, std::unique_ptr<decode_batch>> graphs_;  // by batch size
 };
 
 }  // namespace cuda_agent::model

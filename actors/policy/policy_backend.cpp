@@ -38,11 +38,15 @@ policy_settings policy_settings::from(const settings& config) {
   s.seed = config.get_int("policy.seed");
   s.max_batch = config.get_int("policy.max_batch");
   s.batched_decode = config.get_bool("policy.batched_decode");
+  s.cuda_graphs = config.get_bool("policy.cuda_graphs");
   s.cache_budget_mb = config.get_int("policy.cache_budget_mb");
   if (s.temperature < 0 || s.temperature > 2)
     throw config_error{"setting 'policy.temperature' must be between 0 and 2"};
   if (s.top_p <= 0 || s.top_p > 1)
     throw config_error{"setting 'policy.top_p' must be above 0 and at most 1"};
+  if (s.cuda_graphs && !s.batched_decode)
+    throw config_error{"setting 'policy.cuda_graphs' captures the batched decode step; set policy.batched_decode = true "
+                       "as well, or policy.cuda_graphs = false"};
   if (s.max_tokens >= s.context_tokens)
     throw config_error{"setting 'policy.max_tokens' must be below policy.context_tokens"};
   return s;

@@ -50,7 +50,8 @@ struct policy_settings {
   int64_t top_k = 0;
   int64_t seed = 0;
   int64_t max_batch = 32;
-  bool batched_decode = false;
+  bool batched_decode = true;
+  bool cuda_graphs = false;
   int64_t cache_budget_mb = 8192;
 
   // the policy actor's credit

@@ -75,6 +75,11 @@ torch_backend::torch_backend(const policy_settings& settings)
   const auto dtype = torch_dtype(settings_.dtype, device);
   model_ = model::transformer::load(dir, device, dtype);
   model_->set_batched_decode(settings_.batched_decode);
+  try {
+    model_->set_cuda_graphs(settings_.cuda_graphs);
+  } catch (const model::model_error& e) {
+    throw config_error{e.what()};
+  }
   const auto& format = ledger_->format();
   for (const auto& stop : format.stop_strings()) {
     const auto id = ledger_->tokenizer().token_to_id(stop);

@@ -79,6 +79,7 @@ struct bench_generate_options {
   double bandwidth_gbs = 0;  // 0: 4800 on cuda (H200), none on cpu
   bool no_hf = false;
   bool batched_decode = false;
+  bool cuda_graphs = false;
   bool json = false;
 };
 
@@ -214,6 +215,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                                                          : torch::kFloat32;
   if (opt.batched_decode && (!cuda || dtype == torch::kFloat32))
     throw usage_error{"--batched-decode runs only on --device cuda in bf16 or fp16; drop it or change those"};
+  if (opt.cuda_graphs && (!cuda || dtype == torch::kFloat32))
+    throw usage_error{"--cuda-graphs runs only on --device cuda in bf16 or fp16; drop it or change those"};
   const double bandwidth = opt.bandwidth_gbs > 0 ? opt.bandwidth_gbs : (cuda ? 4800.0 : 0.0);
 
   if (opt.threads > 0) torch::set_num_threads(opt.threads);
@@ -269,6 +272,11 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     throw usage_error{e.what()};
   }
   net->set_batched_decode(opt.batched_decode);
+  try {
+    net->set_cuda_graphs(opt.cuda_graphs);
+  } catch (const model::model_error& e) {
+    throw usage_error{e.what()};
+  }
   const auto& c = net->config();
   int64_t parameters = 0;
   for (const auto& [name, tensor] : net->named_parameters()) parameters += tensor.numel();
@@ -358,7 +366,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     out["dtype"] = dtype_name;
     out["threads"] = threads;
     out["decode_tokens"] = opt.decode_tokens;
-    out["decode_attention"] = opt.batched_decode ? "batched" : "per_sequence";
+    out["decode_attention"] = opt.batched_decode || opt.cuda_graphs ? "batched" : "per_sequence";
+    out["cuda_graphs"] = opt.cuda_graphs;
     out["repeats"] = opt.repeats;
     out["bandwidth_gbs"] = bandwidth > 0 ? nlohmann::json(bandwidth) : nlohmann::json();
     if (hf.is_null()) {
@@ -394,6 +403,11 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                       double(weight_bytes) / 1e6, dtype_name.c_str());
   std::cout << "device " << opt.device << ", threads " << threads_note << ", decode " << opt.decode_tokens
             << " tokens, " << opt.repeats << " repeats per cell (median [min-max])\n";
+  std::cout << "decode step: "
+            << (opt.cuda_graphs      ? "batched attention, the rest replayed from CUDA graphs"
+                : opt.batched_decode ? "batched attention"
+                                     : "attention one sequence at a time")
+            << "\n";
   if (hf.is_null())
     std::cout << "transformers: skipped (--no-hf)\n";
   else
@@ -459,6 +473,8 @@ void add_bench_generate_command(CLI::App& bench, invocation& inv) {
   cmd->add_flag("--no-hf", opt->no_hf, "Skip the transformers side");
   cmd->add_flag("--batched-decode", opt->batched_decode,
                 "Decode attention for all sequences in one call (policy.batched_decode) instead of one at a time");
+  cmd->add_flag("--cuda-graphs", opt->cuda_graphs,
+                "The batched decode step with everything but attention replayed from CUDA graphs (policy.cuda_graphs)");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt, &inv] { return run_bench_generate(*opt, inv.config); }; });
 }

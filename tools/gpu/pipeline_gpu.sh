@@ -33,7 +33,7 @@
 #                  `bench generate` of that shape at its default grid (GEN_BATCHES, GEN_CONTEXTS) and
 #                  of Qwen2.5-7B's shape at batch 1 (GEN7B_CONTEXTS; GEN7B=0 skips it; transformers only
 #                  with GEN7B_HF=1), each as JSON;
-#                  PARITY=0, GEN05B=0 and GEN7B=0 skip a part; BATCHED_DECODE=1 benches policy.batched_decode;
+#                  PARITY=0, GEN05B=0 and GEN7B=0 skip a part; BATCHED_DECODE=1 and CUDA_GRAPHS=1 bench policy.batched_decode and policy.cuda_graphs;
 #                  builds first where build-gpu/ is missing.
 #   STAGE=nodes    a demonstration rollout of bench tasks (NODE_TASKS, 4 episodes) whose GPU slot and
 #                  compiler workers all come from a separate `cuda-agent node` process joined over
@@ -181,7 +181,7 @@ if [ "$stage" = generate ] && [ "${PARITY:-1}" = 1 ]; then
 fi
 if [ "$stage" = generate ] && [ "${GEN05B:-1}" = 1 ]; then
   step timeout "${GEN_S:-420}" "$bin" "${set_args[@]}" bench generate --device cuda --repeats "${GEN_REPEATS:-2}" \
-    ${GEN_BATCHES:+--batches "$GEN_BATCHES"} ${GEN_CONTEXTS:+--contexts "$GEN_CONTEXTS"} ${BATCHED_DECODE:+--batched-decode} --json \
+    ${GEN_BATCHES:+--batches "$GEN_BATCHES"} ${GEN_CONTEXTS:+--contexts "$GEN_CONTEXTS"} ${BATCHED_DECODE:+--batched-decode} ${CUDA_GRAPHS:+--cuda-graphs} --json \
     > "$out/bench_generate_0.5b.json" 2> "$out/bench_generate_0.5b.err"
 fi
 if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
@@ -189,7 +189,7 @@ if [ "$stage" = generate ] && [ "${GEN7B:-1}" = 1 ]; then
   # stage must fit one call (an earlier one ran out of time before any 7B cell).
   gen7b_hf=--no-hf; [ "${GEN7B_HF:-0}" = 1 ] && gen7b_hf=
   step timeout "${GEN7B_S:-300}" "$bin" "${set_args[@]}" bench generate --device cuda --shape qwen2.5-7b --batches 1 \
-    --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" $gen7b_hf ${BATCHED_DECODE:+--batched-decode} --json \
+    --contexts "${GEN7B_CONTEXTS:-1024,8192}" --repeats "${GEN_REPEATS:-2}" $gen7b_hf ${BATCHED_DECODE:+--batched-decode} ${CUDA_GRAPHS:+--cuda-graphs} --json \
     > "$out/bench_generate_7b.json" 2> "$out/bench_generate_7b.err"
 fi
 if [ "$stage" = nodes ]; then

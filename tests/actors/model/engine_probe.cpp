@@ -2,7 +2,7 @@
 //
 //   engine_probe script.json > out.json
 //
-// The script: {"model": DIR, "dtype": "float32", "device": "cpu" (or "cuda:0"), "batched_decode": false,
+// The script: {"model": DIR, "dtype": "float32", "device": "cpu" (or "cuda:0"), "batched_decode": false, "cuda_graphs": false,
 // "options": {"max_batch", "cache_budget_bytes"},
 // "ops": [...]}, each op one of
 //   {"op": "submit", "name", "sequence_id", "prompt": [ids], "sampling": {...}}
@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   const torch::Device device{script.value("device", std::string{"cpu"})};
   auto transformer = model::transformer::load(script.at("model").get<std::string>(), device, dtype);
   transformer->set_batched_decode(script.value("batched_decode", false));
+  transformer->set_cuda_graphs(script.value("cuda_graphs", false));
   auto engine = std::make_unique<model::generation_engine>(
       transformer, options_from(script.value("options", json::object())));
 

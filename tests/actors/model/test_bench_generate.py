@@ -99,6 +99,7 @@ def test_table_output():
     (["--shape", "tiny", "--contexts", "200000"], "max_position_embeddings"),
     (["--shape", "huge"], "unknown shape"),
     (["--shape", "tiny", "--batched-decode"], "--batched-decode runs only on --device cuda"),
+    (["--shape", "tiny", "--cuda-graphs"], "--cuda-graphs runs only on --device cuda"),
 ])
 def test_usage_errors(args, message):
     r = run(["bench", "generate", "--no-hf", *args])

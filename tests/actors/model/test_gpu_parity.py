@@ -99,20 +99,35 @@ def test_bf16_logits_match_transformers_on_the_gpu(checkpoint, tmp_path):
     assert stats["max_abs_diff"] <= LOGIT_TOLERANCE * scale, stats
 
 
-@pytest.mark.parametrize("batched_decode", [False, True], ids=["per_sequence", "batched_decode"])
-def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_path, batched_decode):
-    """Both decode paths: attention one sequence at a time, and for the three prompts (of
-    different lengths) in one flash-attention call (policy.batched_decode)."""
-    path, model = checkpoint
-    script = {"model": str(path), "dtype": "bfloat16", "device": "cuda:0", "batched_decode": batched_decode,
+def greedy_run(path, tmp_path, decode):
+    """The engine's greedy continuations of the three prompts, decoded together."""
+    script = {"model": str(path), "dtype": "bfloat16", "device": "cuda:0",
+              "batched_decode": decode != "per_sequence", "cuda_graphs": decode == "cuda_graphs",
               "ops": [{"op": "submit_parallel",
                        "requests": [{"name": f"p{i}", "prompt": p,
                                      "sampling": {"temperature": 0.0, "max_tokens": NEW_TOKENS}}
                                     for i, p in enumerate(prompts())]},
                       {"op": "wait_all"}]}
-    (tmp_path / "script.json").write_text(json.dumps(script))
-    results = run_json([ENGINE_PROBE, tmp_path / "script.json"])
+    (tmp_path / f"{decode}.json").write_text(json.dumps(script))
+    results = run_json([ENGINE_PROBE, tmp_path / f"{decode}.json"])
     assert not results["errors"], results["errors"]
+    return results
+
+
+@pytest.mark.parametrize("decode", ["per_sequence", "batched", "cuda_graphs"])
+def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_path, decode):
+    """Each decode path: attention one sequence at a time; for the three prompts (of different
+    lengths) in one flash-attention call (policy.batched_decode); and that with the rest of the
+    step replayed from CUDA graphs (policy.cuda_graphs), which must choose exactly the tokens of
+    the batched path, since the graphs replay the same kernels."""
+    path, model = checkpoint
+    results = greedy_run(path, tmp_path, decode)
+    if decode == "cuda_graphs":
+        eager = greedy_run(path, tmp_path, "batched")
+        for i in range(len(prompts())):
+            ours, theirs = results["results"][f"p{i}"], eager["results"][f"p{i}"]
+            assert ours["token_ids"] == theirs["token_ids"], f"prompt {i}: graphs and eager batched decode differ"
+            assert max(abs(a - b) for a, b in zip(ours["logprobs"], theirs["logprobs"])) <= 1e-6
 
     report = []
     for i, prompt in enumerate(prompts()):
@@ -123,7 +138,7 @@ def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_pa
             # Teacher forcing: position len(prompt) - 1 + k predicts the engine's k-th token.
             forced = model(input_ids=torch.tensor([prompt + ours["token_ids"]], device="cuda:0")).logits
             forced = forced[0, len(prompt) - 1:-1].float()
-            free = None if batched_decode else model.generate(
+            free = None if decode != "per_sequence" else model.generate(
                 torch.tensor([prompt], device="cuda:0"), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
                 do_sample=False, output_logits=True, return_dict_in_generate=True)
         chosen = torch.tensor(ours["token_ids"], device=forced.device)
@@ -145,7 +160,8 @@ def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_pa
                        "free_running_divergence": diverged,
                        "margin_at_divergence": None if diverged is None else margins[diverged],
                        "distinct_tokens": len(set(ours["token_ids"]))})
-    record("greedy_batched_decode" if batched_decode else "greedy", report)
+    record({"per_sequence": "greedy", "batched": "greedy_batched_decode", "cuda_graphs": "greedy_cuda_graphs"}[decode],
+           report)
     print("greedy:", report)
     for r in report:
         assert r["max_gap_to_argmax"] <= r["gap_limit"], report

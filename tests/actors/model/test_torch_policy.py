@@ -156,6 +156,18 @@ def test_generate_refuses_bad_input_in_one_line(checkpoint, tmp_path):
     assert none.returncode != 0 and "--prompt" in none.stderr
 
 
+def test_cuda_graphs_without_the_batched_decode_step_is_refused_in_one_line(checkpoint, tmp_path):
+    path, _, _ = checkpoint
+    done = subprocess.run(
+        [binary(), "--set", f"rollout.runs_dir={tmp_path / 'runs'}", "--set", f"policy.model_dir={path}",
+         "--set", "policy.batched_decode=false", "--set", "policy.cuda_graphs=true",
+         "rollout", "--corpus", "smoke", "--policy", "torch", "--tasks", "smoke_01*", "--log", str(tmp_path / "log")],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "policy.cuda_graphs" in lines[0] and "policy.batched_decode = true" in lines[0], lines
+
+
 def export(log, kind):
     done = subprocess.run([binary(), "log", "export", str(log), "--type", kind],
                           capture_output=True, text=True, timeout=120, check=True)
