@@ -248,7 +248,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     temp.path = fs::temp_directory_path() / ("cuda-agent-bench-generate-" + std::to_string(::getpid()));
     model_dir = temp.path;
     model_source = "random weights of shape " + opt.shape +
-                   " (N(0, 0.02), written in C++ with write_safetensors_checkpoint to a temp dir)";
+                   " (N(0, 0.02) drawn on the " + (cuda ? std::string{"GPU"} : std::string{"host"}) +
+                   ", written in C++ with write_safetensors_checkpoint to a temp dir)";
   }
   const int64_t largest_context = *std::max_element(contexts.begin(), contexts.end());
   const int64_t max_pos = config_of_model.max_position_embeddings;
@@ -258,7 +259,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                              (long long)largest_context, opt.decode_tokens, (long long)max_pos)};
   const int64_t second_turn_length = largest_context + opt.decode_tokens + 100;
   const bool second_turn_fits = second_turn_length <= max_pos;
-  if (!temp.path.empty()) write_random_checkpoint(temp.path, config_of_model, dtype);
+  if (!temp.path.empty())
+    write_random_checkpoint(temp.path, config_of_model, dtype, cuda ? torch::Device{torch::kCUDA} : torch::Device{torch::kCPU});
 
   // transformers first: the engine's caching allocator would otherwise still hold its memory.
   nlohmann::json hf;

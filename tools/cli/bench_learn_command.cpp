@@ -104,8 +104,8 @@ int run_bench_learn(bench_learn_options opt) {
     if (t > config.max_position_embeddings)
       throw usage_error{"--tokens: " + std::to_string(t) + " exceeds the shape's max_position_embeddings"};
   temp_dir temp{std::filesystem::temp_directory_path() / ("cuda-agent-bench-learn-" + std::to_string(::getpid()))};
-  write_random_checkpoint(temp.path, config, torch::kFloat32);
   const torch::Device device = cuda ? torch::Device{torch::kCUDA, 0} : torch::Device{torch::kCPU};
+  write_random_checkpoint(temp.path, config, torch::kFloat32, device);
   auto sync = [&] {
     if (cuda) torch::cuda::synchronize(0);
   };

@@ -38,14 +38,15 @@ model::model_config named_shape(const std::string& name) {
   return c;
 }
 
-void write_random_checkpoint(const fs::path& dir, const model::model_config& c, torch::ScalarType dtype) {
+void write_random_checkpoint(const fs::path& dir, const model::model_config& c, torch::ScalarType dtype,
+                             torch::Device draw_on) {
   fs::create_directories(dir);
   std::ofstream{dir / "config.json"} << c.to_json().dump(2) << "\n";
   torch::manual_seed(1234);
   const auto opts = torch::TensorOptions().dtype(dtype);
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   auto normal = [&](const std::string& name, std::vector<int64_t> shape) {
-    tensors.emplace_back(name, torch::randn(shape, opts).mul_(0.02));
+    tensors.emplace_back(name, torch::randn(shape, opts.device(draw_on)).mul_(0.02).cpu());
   };
   auto ones = [&](const std::string& name, int64_t n) { tensors.emplace_back(name, torch::ones({n}, opts)); };
   const int64_t H = c.hidden_size, I = c.intermediate_size;

@@ -15,8 +15,10 @@ namespace cuda_agent::cli {
 model::model_config named_shape(const std::string& name);
 
 // Random weights of a Qwen2 config under transformers' names: N(0, 0.02) matrices and biases,
-// norm weights of one, written in `dtype`, with config.json.
-void write_random_checkpoint(const std::filesystem::path& dir, const model::model_config& c, torch::ScalarType dtype);
+// norm weights of one, written in `dtype`, with config.json. Drawn on `draw_on`: a GPU draws a
+// 7B model's weights in a second, where the host's serial generator takes minutes.
+void write_random_checkpoint(const std::filesystem::path& dir, const model::model_config& c, torch::ScalarType dtype,
+                             torch::Device draw_on = torch::kCPU);
 
 // Removes a temporary checkpoint however the command ends.
 struct temp_dir {
