@@ -213,10 +213,10 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   const torch::ScalarType dtype = dtype_name == "bf16"   ? torch::kBFloat16
                                   : dtype_name == "fp16" ? torch::kFloat16
                                                          : torch::kFloat32;
-  if (opt.batched_decode && (!cuda || dtype == torch::kFloat32))
-    throw usage_error{"--batched-decode runs only on --device cuda in bf16 or fp16; drop it or change those"};
-  if (opt.cuda_graphs && (!cuda || dtype == torch::kFloat32))
-    throw usage_error{"--cuda-graphs runs only on --device cuda in bf16 or fp16; drop it or change those"};
+  if ((opt.batched_decode || opt.cuda_graphs) && (!cuda || dtype == torch::kFloat32))
+    throw usage_error{std::string{opt.cuda_graphs ? "--cuda-graphs" : "--batched-decode"} +
+                      " runs only on --device cuda in bf16 or fp16; drop it or change those"};
+  const torch::Device device = cuda ? torch::Device{torch::kCUDA} : torch::Device{torch::kCPU};
   const double bandwidth = opt.bandwidth_gbs > 0 ? opt.bandwidth_gbs : (cuda ? 4800.0 : 0.0);
 
   if (opt.threads > 0) torch::set_num_threads(opt.threads);
@@ -259,14 +259,12 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                              (long long)largest_context, opt.decode_tokens, (long long)max_pos)};
   const int64_t second_turn_length = largest_context + opt.decode_tokens + 100;
   const bool second_turn_fits = second_turn_length <= max_pos;
-  if (!temp.path.empty())
-    write_random_checkpoint(temp.path, config_of_model, dtype, cuda ? torch::Device{torch::kCUDA} : torch::Device{torch::kCPU});
+  if (!temp.path.empty()) write_random_checkpoint(temp.path, config_of_model, dtype, device);
 
   // transformers first: the engine's caching allocator would otherwise still hold its memory.
   nlohmann::json hf;
   if (!opt.no_hf) hf = run_transformers(config, model_dir, opt, dtype_name, batches, contexts, threads);
 
-  const torch::Device device = cuda ? torch::Device{torch::kCUDA} : torch::Device{torch::kCPU};
   std::shared_ptr<model::transformer> net;
   try {
     net = model::transformer::load(model_dir, device, dtype);
