@@ -9,4 +9,4 @@ class ModelNew(nn.Module):
         self.linear = nn.Linear(in_features, out_features)
 
     def forward(self, x):
-        return cuda_extension.linear_relu_plain(x, self.linear.weight, self.linear.bias)
+        return cuda_extension.linear_relu(x, self.linear.weight, self.linear.bias)
