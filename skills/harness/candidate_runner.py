@@ -49,7 +49,8 @@ def same_values(a, b):
 
 
 class Runner:
-    def __init__(self):
+    def __init__(self, identity):
+        self.identity = identity  # taken by main() before any candidate code ran
         self.violations = guard.Violations()
         self.model = None
         self.device = None
@@ -57,7 +58,6 @@ class Runner:
         self.extension_depth = [0]
         self.extension_storages = []
         self.audit = None
-        self.identity = None
         self.output_storages = []
         self.kept_outputs = []
         self.timer = None
@@ -66,9 +66,12 @@ class Runner:
         self.timing_inputs = None
         self.task = None
         self.sets = None
+        self.loading = None  # what prepare read for load
 
     # --- load -------------------------------------------------------------------------------
-    def load(self, req):
+    def prepare(self, req):
+        """The first half of load, before any candidate code: the device, the timer, the guards
+        and what the identity snapshot watches of this runner (main() records it after this)."""
         self.device = torch.device(req["device"])
         if self.device.type == "cpu" and int(req.get("cpu_threads", 0)) > 0:
             torch.set_num_threads(int(req["cpu_threads"]))
@@ -81,22 +84,34 @@ class Runner:
         self.timer = timing.Timer(self.device)
         solution_dir = os.path.realpath(req["solution_dir"])
         os.chdir(solution_dir)  # started in its exchange directory, ahead of the job
-        module_dir = os.path.realpath(req["module_dir"])
-        task_path = os.path.realpath(req["task_path"])
         self.exchange = exchange.Exchange(req["exchange_dir"])
-        init_inputs = self.exchange.take(req["init_inputs"])
-        state_dict = self.exchange.take(req["state_dict"])
+        self.loading = {"solution_dir": solution_dir,
+                        "module_dir": os.path.realpath(req["module_dir"]),
+                        "task_path": os.path.realpath(req["task_path"]),
+                        "init_inputs": self.exchange.take(req["init_inputs"]),
+                        "state_dict": self.exchange.take(req["state_dict"])}
 
         guard.warm_up_guards()
         self.hooks = guard.HookSnapshot()
         self.dynamo_frames = guard.dynamo_frames()
-        import harness.candidate_runner as me
-        self.identity = guard.IdentitySnapshot()
-        for prefix, module in (("harness.guard", guard), ("harness.candidate_runner", me),
-                               ("harness.task_inputs", task_inputs), ("harness.exchange", exchange)):
-            self.identity.watch(prefix, module)
         self.audit = guard.AuditGuard(self.violations, req.get("allowed_write_dirs", []) + [solution_dir],
-                                      task_path)
+                                      self.loading["task_path"])
+        watched = ("identity", "violations", "timer", "audit", "hooks", "exchange", "device",
+                   "extension_depth", "dynamo_frames")
+        self.identity.watch_object("runner", self, watched)
+        for name, items in (("timer", False), ("violations", False), ("hooks", True)):
+            self.identity.watch_object(f"runner.{name}", getattr(self, name), items=items)
+        self.identity.watch_object("runner.exchange", self.exchange, ("directory", "shm_directory", "links"))
+        self.identity.watch_object("runner.audit", self.audit, ("violations", "allowed", "reference"), items=True)
+        return {}
+
+    def load(self, req):
+        """The second half: imports the candidate's extension and model_new.py, builds ModelNew."""
+        if getattr(self, "loading", None) is None:
+            raise RuntimeError("load before prepare")
+        loading, self.loading = self.loading, None
+        solution_dir, module_dir, task_path = loading["solution_dir"], loading["module_dir"], loading["task_path"]
+        init_inputs, state_dict = loading["init_inputs"], loading["state_dict"]
         modules_before = set(sys.modules)
         sys.path.insert(0, solution_dir)
         sys.path.insert(0, module_dir)
@@ -327,22 +342,47 @@ class Runner:
         # Modes and trace hooks are cheap to look for before each set; the dispatch tables after
         # the runs (a kernel registered by a timed forward is caught on that request's reply).
         self._check_hooks("before a timed run", tables=False)
-        if "seed" in req:  # kept for the requests that follow without one
-            self.timing_inputs = self._draw(req["seed"])
-        if self.timing_inputs is None:
-            raise RuntimeError("a time request before any inputs")
-        inputs = self.timing_inputs
-        samples, out = [], None
+        try:
+            if "seed" in req:  # kept for the requests that follow without one
+                # The old set goes first, and the collector stays off until the runs end: code
+                # hung on its release (a finalizer, a weakref callback) runs now, before the new
+                # set exists, and none runs between the draw and the clock, where it could compute
+                # each run's result ahead of it.
+                self.timing_inputs = None
+                gc.collect()
+                gc.disable()
+                self.timing_inputs = self._draw(req["seed"])
+            if self.timing_inputs is None:
+                raise RuntimeError("a time request before any inputs")
+            gc.disable()
+            return self._time_runs(req, self.timing_inputs)
+        finally:
+            gc.enable()
+
+    def _time_runs(self, req, inputs):
+        samples, out, timed = [], None, []
         for _ in range(int(req.get("warmup", 0))):
             self.timer.time_once(self.model, inputs)
         threads_before = set(threading.enumerate())
         for _ in range(int(req["runs"])):
             ms, out = self.timer.time_once(self.model, inputs)
             samples.append(ms)
+            # What the clock's end saw, compared below with what is there later: a forward that
+            # returned before its work was done (a host thread, a launch after the clock) and
+            # finished it after the clock shows up as an output that changed.
+            outs = as_output_list(out)
+            timed.append((outs, [o.clone() if type(o) is torch.Tensor else None for o in outs]))
         if [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]:
             self.violations.add("background_thread", "a thread outlived a timed run")
         self._check_identity("after timing")
         self._check_hooks("after timing")
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        for outs, at_clock in timed:
+            if any(c is not None and not same_values(o, c) for o, c in zip(outs, at_clock)):
+                name = "side_stream" if self.device.type == "cuda" else "background_thread"
+                self.violations.add(name, "a timed run's output changed after its clock stopped")
+                raise guard.ViolationRaised("a timed run's output changed after its clock stopped")
         reply = {"samples_ms": samples}
         if req.get("return_output") and out is not None:
             reply["output"] = self.exchange.put_outputs(as_output_list(out))
@@ -365,13 +405,26 @@ def main():
         except Exception:
             pass  # load tries again and reports the failure
     guard.warm_up_guards()
-    framing.write_frame(reply_fd, {"ready": True}, wide=True)
-    runner = Runner()
+    # Everything the loop below trusts is bound here, before any candidate code runs: names in
+    # this frame are out of the candidate's reach, and what they name is checked by identity after
+    # every request (guard.IdentitySnapshot): the checker's own parts first, then the snapshot.
+    read_frame, write_frame, closed = framing.read_frame, framing.write_frame, framing.ChannelClosed
+    violation_raised, format_exc, stderr = guard.ViolationRaised, traceback.format_exc, sys.stderr
+    getattr_, type_, dict_type, dict_get, dict_ = getattr, type, dict, dict.get, dict
+    base_exception, str_, sorted_ = BaseException, str, sorted
+    cuda_ready, cuda_synchronize = torch.cuda.is_initialized, torch.cuda.synchronize
+    identity = guard.IdentitySnapshot()
+    runner = Runner(identity)
+    violations = runner.violations
+    changed, missing = guard.IdentitySnapshot.changed, guard.MISSING
+    checker = identity.checker_parts()
+    baseline = identity.record()
+    write_frame(reply_fd, {"ready": True}, wide=True)
     handlers = {"load": runner.load, "draw": runner.draw, "verify": runner.verify, "time": runner.time}
     while True:
         try:
-            req = framing.read_frame(cmd_fd, wide=True)
-        except framing.ChannelClosed:
+            req = read_frame(cmd_fd, wide=True)
+        except closed:
             runner.release()
             return 0
         op = req.get("op")
@@ -380,15 +433,34 @@ def main():
             return 0
         reply = {"ok": True, "error": None}
         try:
+            if op == "load":  # the snapshot takes in the runner's timer and guards before the import
+                runner.prepare(req)
+                baseline = identity.record()
             reply.update(handlers[op](req))
-        except guard.ViolationRaised as e:
+        except violation_raised as e:
             reply.update(ok=False, error=f"violation: {e}")
-        except BaseException as e:  # the candidate's failure, reported, never fatal to the harness
-            tb = traceback.format_exc(limit=4)
-            sys.stderr.write(tb)
-            reply.update(ok=False, error=f"{type(e).__name__}: {str(e)[:400]}")
-        reply["violations"] = runner.violations.found
-        framing.write_frame(reply_fd, reply, wide=True)
+        except base_exception as e:  # the candidate's failure, reported, never fatal to the harness
+            stderr.write(format_exc(limit=4))
+            reply.update(ok=False, error=f"{type_(e).__name__}: {str_(e)[:400]}")
+        found = dict_(violations.found)
+        try:
+            # Nothing this process queued on the GPU runs on into the worker's own timing.
+            if cuda_ready():
+                cuda_synchronize()
+        except base_exception as e:
+            reply.update(ok=False, error=reply["error"] or f"{type_(e).__name__}: {str_(e)[:400]}")
+        try:
+            tampered = [key for owner, key, expected in checker
+                        if (dict_get(owner, key, missing) if type_(owner) is dict_type
+                            else getattr_(owner, key, missing)) is not expected]
+            if not tampered:
+                tampered = changed(identity, baseline)
+        except base_exception as e:
+            tampered = [f"the identity check ({type_(e).__name__})"]
+        if tampered:
+            found.setdefault("monkeypatch", f"{', '.join(sorted_(tampered)[:5])} replaced (after {op})")
+        reply["violations"] = found
+        write_frame(reply_fd, reply, wide=True)
 
 
 if __name__ == "__main__":

@@ -176,21 +176,176 @@ def _identity_table():
     return table
 
 
+# Module-level state of the harness that changes as it runs, by design: left out of the snapshot.
+_RUNTIME_STATE = {"harness.exchange._roots"}
+# Modules the harness calls into whose functions a candidate could replace (framing, the exchange).
+_LIBRARY_MODULES = ("builtins", "msgpack", "struct", "os", "gc", "sys", "threading", "signal")
+_CONTAINERS = (dict, list, set, frozenset, tuple)
+
+
+def _flatten(label, value, entries, items=True, closures=True):
+    """Appends (label, what must stay the same) for one watched object: the object itself; for a
+    function its code, defaults, keyword defaults and (closures=True) the closure's contents; for a
+    container (items=True) its items, so that a rule table cannot be edited in place."""
+    entries.append((label, value))
+    if isinstance(value, (staticmethod, classmethod)):
+        _flatten(label + ".__func__", value.__func__, entries, items, closures)
+    elif isinstance(value, property):
+        for part in ("fget", "fset", "fdel"):
+            _flatten(f"{label}.{part}", getattr(value, part), entries, items, closures)
+    elif isinstance(value, type(_flatten)):
+        entries.append((label + ".__code__", value.__code__))
+        entries.append((label + ".__defaults__", value.__defaults__))
+        kwdefaults = value.__kwdefaults__
+        entries.append((label + ".__kwdefaults__", kwdefaults))
+        if kwdefaults:
+            entries.append((label + ".__kwdefaults__[]", tuple(kwdefaults.items())))
+        if closures and value.__closure__:
+            entries.append((label + ".__closure__[]", tuple(c.cell_contents if _cell_full(c) else c
+                                                            for c in value.__closure__)))
+    elif items and isinstance(value, _CONTAINERS):
+        entries.append((label + "[]", tuple(value.items()) if isinstance(value, dict) else tuple(value)))
+
+
+def _cell_full(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:  # a closure variable not yet bound
+        return False
+
+
+def _same(a, b):
+    """Identity, item by item for the items of containers."""
+    if type(a) is tuple and type(b) is tuple and len(a) == len(b):
+        return all(x is y or (type(x) is tuple and type(y) is tuple and _same(x, y)) for x, y in zip(a, b))
+    return a is b
+
+
 class IdentitySnapshot:
+    """What the harness relies on in the candidate's process, recorded before any candidate code
+    runs and compared by identity after: torch's, time's and the builtins' functions (the fixed
+    table), every harness module's globals (classes down to their methods, functions down to
+    code, defaults and closure, rule tables down to their items), the libraries framing writes
+    replies with, and the objects the runner times and judges with (watch_object). A candidate
+    that replaced the clock a timer bound at import, edited an allow-list or rewrote a check's
+    code shows up here."""
+
     def __init__(self):
-        self.table = _identity_table()
-        self.watched = {}  # prefix -> (module, {name: function}) beyond the fixed table
+        self.modules = []  # (prefix, module, whole): whole=False watches callables only
+        self.objects = []  # (prefix, object, attribute names or None for all, container items)
+        for name, module in sorted(sys.modules.items()):
+            if name == "harness" or name.startswith("harness.") or \
+                    (name == "__main__" and getattr(module, "__spec__", None) is not None and
+                     module.__spec__.name.startswith("harness.")):
+                prefix = module.__spec__.name if name == "__main__" else name
+                self.modules.append((prefix, module, True))
+        for name in _LIBRARY_MODULES:
+            if name in sys.modules:
+                self.modules.append((name, sys.modules[name], False))
+        self.recorded = self.record()
 
     def watch(self, prefix, module):
-        """Also watch the module's functions (the harness's own, which a candidate could replace)."""
-        self.watched[prefix] = (module, {k: v for k, v in vars(module).items() if callable(v)})
+        """Also watch a module's functions and classes (the reference task's get_inputs: a hook
+        there would see every input set first); its other globals may change as it runs."""
+        self.modules.append((prefix, module, False))
+        self._record_added()
 
-    def changed(self):
-        now = _identity_table()
-        found = [k for k, v in self.table.items() if k in now and now[k] is not v]
-        for prefix, (module, functions) in self.watched.items():
-            found += [f"{prefix}.{k}" for k, v in functions.items() if vars(module).get(k) is not v]
+    def watch_object(self, prefix, obj, names=None, items=False):
+        """Also watch an object's attributes (names, or all) by identity, and its class; items=True
+        watches its containers' items too."""
+        self.objects.append((prefix, obj, tuple(names) if names is not None else None, items))
+        self._record_added()
+
+    def record(self):
+        """What is watched now, as an immutable value: a copy held elsewhere (the child's main
+        loop keeps one) stays what it was whatever happens to this object."""
+        return len(self.modules), len(self.objects), self.entries()
+
+    def _record_added(self):
+        """Adds what was just watched to the record, leaving the rest as it was recorded: a
+        change made since then still shows."""
+        modules, objects, entries = self.recorded
+        added = self.entries(slice(modules, None), slice(objects, None), table=False)
+        self.recorded = (len(self.modules), len(self.objects), entries + added)
+
+    def entries(self, modules=slice(None), objects=slice(None), table=True):
+        entries = list(_identity_table().items()) if table else []
+        for prefix, module, whole in self.modules[modules]:
+            entries.append((prefix + ".__class__", type(module)))
+            for name, value in list(vars(module).items()):
+                label = f"{prefix}.{name}"
+                if label in _RUNTIME_STATE or name == "__builtins__" or isinstance(value, type(sys)):
+                    continue
+                if not whole:
+                    if callable(value) and not isinstance(value, type):
+                        _flatten(label, value, entries, items=False, closures=False)
+                    elif isinstance(value, type) and value.__module__ == module.__name__:
+                        self._flatten_class(label, value, entries, closures=False)
+                    continue
+                if isinstance(value, type) and value.__module__ == module.__name__:
+                    self._flatten_class(label, value, entries, closures=True)
+                else:
+                    _flatten(label, value, entries)
+        for prefix, obj, names, items in self.objects[objects]:
+            entries.append((prefix + ".__class__", type(obj)))
+            attributes = vars(obj)
+            entries.append((prefix + ".__dict__", tuple(sorted(attributes)) if names is None else None))
+            for name in (sorted(attributes) if names is None else names):
+                _flatten(f"{prefix}.{name}", attributes.get(name), entries, items=items)
+        return tuple(entries)
+
+    @staticmethod
+    def _flatten_class(label, cls, entries, closures):
+        entries.append((label, cls))
+        entries.append((label + ".__bases__", cls.__bases__))
+        for name, value in list(vars(cls).items()):
+            if name in ("__dict__", "__weakref__", "__doc__"):
+                continue
+            _flatten(f"{label}.{name}", value, entries, items=False, closures=closures)
+
+    def changed(self, recorded=None):
+        """The labels whose objects are not the recorded ones, of what was watched at the record
+        (recorded: a copy held elsewhere, else this object's own latest)."""
+        modules, objects, entries = self.recorded if recorded is None else recorded
+        before = dict(entries)
+        now = dict(self.entries(slice(modules), slice(objects)))
+        found = [k for k in before if k not in now or not _same(before[k], now[k])]
+        found += [k for k in now if k not in before]
         return sorted(found)
+
+    def checker_parts(self):
+        """(owner, attribute, object) for everything changed() runs on: its functions' code and
+        defaults, the guard globals and builtins they name, the snapshot's own attributes. The
+        child's main loop compares these by identity, from names only its frame holds, before it
+        trusts changed() (a candidate that replaced the checker would otherwise clear itself)."""
+        functions = [_flatten, _cell_full, _same, _identity_table, IdentitySnapshot._flatten_class]
+        functions += [vars(IdentitySnapshot)[n] for n in ("changed", "entries", "record")]
+        parts, names = [], set()
+        for fn in functions:
+            for attribute in ("__code__", "__defaults__", "__kwdefaults__", "__globals__"):
+                parts.append((fn, attribute, getattr(fn, attribute)))
+            todo = [fn.__code__]
+            while todo:
+                code = todo.pop()
+                names.update(code.co_names)
+                todo += [c for c in code.co_consts if isinstance(c, type(code))]
+        missing = MISSING
+        import builtins
+        this = sys.modules[__name__]
+        for name in sorted(names):  # a dict owner is looked up by key, anything else by attribute
+            parts.append((vars(this), name, vars(this).get(name, missing)))
+        for name in sorted(vars(builtins)):
+            parts.append((vars(builtins), name, vars(builtins)[name]))
+        parts.append((self, "__class__", IdentitySnapshot))
+        for name in ("_flatten_class", "changed", "entries", "record"):
+            parts.append((IdentitySnapshot, name, getattr(IdentitySnapshot, name)))
+        for name in ("modules", "objects", "_flatten_class", "changed", "entries", "record"):
+            parts.append((vars(self), name, vars(self).get(name, missing)))
+        return tuple(parts)
+
+
+MISSING = object()  # the checker_parts mark of a name that must stay unbound
 
 
 class AuditGuard:
@@ -262,12 +417,13 @@ class HookSnapshot:
     timer) rather than inside the forward it is judged by: there it could compute each timed set's
     result before the clock starts. Torch function and dispatch modes left on the stack, trace and
     profile functions, sys.monitoring tools, gc callbacks, signal handlers, Python threads still
-    alive, and every ATen operator's dispatch table (a kernel registered over aten::clone from
-    Python or from the extension's C++ changes it)."""
+    alive (threading's and raw _thread ones), and every ATen operator's dispatch table (a kernel
+    registered over aten::clone from Python or from the extension's C++ changes it)."""
 
     def __init__(self):
         self.gc_callbacks = list(gc.callbacks)
         self.threads = set(threading.enumerate())
+        self.thread_states = set(sys._current_frames())  # raw _thread threads too
         self.signals = self._signals()
         self.tables = self._tables()
 
@@ -312,6 +468,9 @@ class HookSnapshot:
         alive = [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
         if alive:
             found.append(f"a Python thread ({alive[0].name})")
+        raw = set(sys._current_frames()) - self.thread_states - {threading.get_ident()}
+        if raw:  # started by _thread, or a native thread that holds the interpreter now
+            found.append(f"a Python thread outside threading (ident {min(raw)})")
         changed = [n for n, h in self._signals().items() if self.signals.get(n, h) is not h]
         if changed:
             found.append(f"a handler of signal {signal.Signals(changed[0]).name}")

@@ -98,7 +98,7 @@ def test_a_memo_earns_no_more_than_its_honest_speed(worker, solutions, name):
     assert all(h["correct"] for h in honest), honest
     assert record["reward"] <= max(h["reward"] for h in honest), record
     if record["reward"] >= 1:
-        assert record["t_new_ms"] >= 0.2 * min(h["t_new_ms"] for h in honest), (record, honest)
+        assert record["t_new_ms"] >= 0.5 * min(h["t_new_ms"] for h in honest), (record, honest)
     else:
         assert "timed run" in record["error"] or record["violations"], record
 
