@@ -100,7 +100,7 @@ if ! bwrap --unshare-all --ro-bind / / --die-with-parent true 2>/dev/null; then 
 if ! "$bin" bench sandbox --runs 1 >"$out/sandbox_probe.log" 2>&1; then set_args+=(--set sandbox.run_as_uid=0); fi
 
 if wants harness; then
-  step timeout "${REDTEAM_S:-150}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/skills/harness/test_redteam_gpu.py \
+  step timeout "${REDTEAM_S:-300}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/skills/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
   step timeout "${VARIANTS_S:-150}" "$PYTHON" tools/gpu/timing_variants.py ${VARIANT_TASKS:-bench_05_matmul bench_13_linear_relu} \
     > "$out/timing_variants.txt" 2> "$out/timing_variants.err"
@@ -224,7 +224,7 @@ if [ "$stage" = nodes ]; then
   rm -rf "$log" "$out/nodes_log.jsonl" "$out/nodes_rollout.txt" "$out/nodes_rollout.err" "$out/nodes_node.txt" "$out/nodes_replay.txt"
 fi
 if [ "$stage" = smoke ] && [ "$smoke_part" != rest ]; then
-  step timeout "${REDTEAM_S:-180}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/skills/harness/test_redteam_gpu.py \
+  step timeout "${REDTEAM_S:-300}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/skills/harness/test_redteam_gpu.py \
     > "$out/redteam_gpu.log" 2>&1
   CUDA_AGENT="$bin" CUDA_AGENT_ARGS="${set_args[*]}" step timeout "${CHECKS_S:-240}" bash corpus/check_demos.sh bench cuda \
     "${SMOKE_DEMOS:-bench_05_matmul bench_08_add_relu bench_17_attention}" > "$out/checks.txt" 2> "$out/checks.log"
