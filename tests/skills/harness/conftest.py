@@ -80,9 +80,11 @@ def candidate_names(kind, candidates_dir="candidates"):
     for name in sorted(os.listdir(os.path.join(HERE, candidates_dir))):
         meta = json.load(open(os.path.join(HERE, candidates_dir, name, "candidate.json")))
         memo = meta.get("memo", False)  # judged by the speed it earns, not by a violation
+        hole = "known_hole" in meta  # a cheat the harness does not catch yet (test_redteam.py)
         honest = not meta["expect_violations"] and "expect_error" not in meta and not memo
         fault = "expect_error" in meta
         if (kind == "honest" and honest) or (kind == "fault" and fault) or (kind == "memo" and memo) or \
-                (kind == "cheat" and not honest and not fault and not memo):
+                (kind == "known_hole" and hole) or \
+                (kind == "cheat" and not honest and not fault and not memo and not hole):
             names.append(name)
     return names
