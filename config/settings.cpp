@@ -288,9 +288,6 @@ const std::vector<setting_spec>& settings::schema() {
        "and the turn, so a rerun samples the same tokens."},
       {"policy.max_batch", T::integer, "32", {}, 1, 4096,
        "Sequences the torch backend decodes together."},
-      {"policy.prefill_batch_tokens", T::integer, "16384", {}, 1, int64_t{1} << 24,
-       "Tokens of one prefill step of the torch backend, padding included: new prompts of "
-       "similar lengths are prefilled together up to it; 1: each alone."},
       {"policy.batched_decode", T::boolean, "true", {}, 0, 0,
        "On CUDA in bf16/fp16, a decode step runs attention for all its sequences in one "
        "flash-attention call instead of one sequence at a time."},

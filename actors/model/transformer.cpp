@@ -665,10 +665,6 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
   }
 
   const auto [cos, sin] = L.rope(pos_tensor, dtype_);
-  // Prompts on empty caches (the engine's prefills of new sequences) attend together: causal
-  // attention over the right-padded batch is exact for every real position, since none of them
-  // sees a later one, padding included.
-  const bool fresh_batch = N > 1 && std::all_of(cached.begin(), cached.end(), [](int64_t p) { return p == 0; });
   // Per sequence: its attention mask over cache + new tokens (undefined where plain causal or a
   // single query does).
   std::vector<torch::Tensor> masks(static_cast<size_t>(B));
@@ -692,15 +688,6 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
       const torch::Tensor a = decode->attend(l, q.squeeze(2).contiguous(), k.squeeze(2).contiguous(),
                                              v.squeeze(2).contiguous());
       x = blk.finish(c, x, a.unsqueeze(2));
-      continue;
-    }
-    if (fresh_batch) {
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t n = fresh[size_t(b)];
-        caches[size_t(b)]->keys_[size_t(l)].slice(0, 0, n).copy_(k[b].slice(1, 0, n).transpose(0, 1));
-        caches[size_t(b)]->values_[size_t(l)].slice(0, 0, n).copy_(v[b].slice(1, 0, n).transpose(0, 1));
-      }
-      x = blk.finish(c, x, attend(q, k, v, {}, /*causal=*/true));
       continue;
     }
     torch::Tensor out = torch::zeros({B, heads, N, D}, cache_opts);

@@ -37,7 +37,6 @@ policy_settings policy_settings::from(const settings& config) {
   s.top_k = config.get_int("policy.top_k");
   s.seed = config.get_int("policy.seed");
   s.max_batch = config.get_int("policy.max_batch");
-  s.prefill_batch_tokens = config.get_int("policy.prefill_batch_tokens");
   s.batched_decode = config.get_bool("policy.batched_decode");
   s.cuda_graphs = config.get_bool("policy.cuda_graphs");
   s.cache_budget_mb = config.get_int("policy.cache_budget_mb");

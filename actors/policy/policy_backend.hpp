@@ -50,7 +50,6 @@ struct policy_settings {
   int64_t top_k = 0;
   int64_t seed = 0;
   int64_t max_batch = 32;
-  int64_t prefill_batch_tokens = 16384;
   bool batched_decode = true;
   bool cuda_graphs = false;
   int64_t cache_budget_mb = 8192;

@@ -80,7 +80,6 @@ struct bench_generate_options {
   bool no_hf = false;
   bool batched_decode = false;
   bool cuda_graphs = false;
-  int64_t prefill_batch_tokens = model::engine_options{}.prefill_batch_tokens;
   bool json = false;
 };
 
@@ -132,17 +131,16 @@ std::vector<int64_t> random_prompt(std::mt19937_64& rng, int64_t vocab, int64_t 
 double time_engine(model::generation_engine& engine, const std::vector<std::vector<int64_t>>& prompts,
                    int32_t max_tokens, std::vector<model::generation_result>* results = nullptr,
                    const std::string& sequence_id = {}) {
-  std::vector<model::generation_request> requests;
+  const auto start = clock_type::now();
+  std::vector<std::future<model::generation_result>> futures;
   for (const auto& prompt : prompts) {
     model::generation_request request;
     request.sequence_id = sequence_id;
     request.prompt = prompt;
     request.sampling.temperature = 0;
     request.sampling.max_tokens = max_tokens;
-    requests.push_back(std::move(request));
+    futures.push_back(engine.submit(std::move(request)));
   }
-  const auto start = clock_type::now();
-  auto futures = engine.submit_all(std::move(requests));
   for (auto& f : futures) {
     auto result = f.get();
     if (results) results->push_back(std::move(result));
@@ -289,7 +287,6 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   model::engine_options engine_opts;
   engine_opts.max_batch = *std::max_element(batches.begin(), batches.end());
   engine_opts.cache_budget_bytes = int64_t{1} << 60;  // the device's memory is the limit here, not the budget
-  engine_opts.prefill_batch_tokens = opt.prefill_batch_tokens;
   model::generation_engine engine{net, engine_opts};
   std::mt19937_64 rng{42};
   time_engine(engine, {random_prompt(rng, c.vocab_size, 16)}, 4);  // warm-up
@@ -379,7 +376,6 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     out["decode_tokens"] = opt.decode_tokens;
     out["decode_attention"] = opt.batched_decode || opt.cuda_graphs ? "batched" : "per_sequence";
     out["cuda_graphs"] = opt.cuda_graphs;
-    out["prefill_batch_tokens"] = opt.prefill_batch_tokens;
     out["repeats"] = opt.repeats;
     out["bandwidth_gbs"] = bandwidth > 0 ? nlohmann::json(bandwidth) : nlohmann::json();
     if (hf.is_null()) {
@@ -414,8 +410,7 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                       (long long)c.num_key_value_heads, (long long)c.head_dim, double(parameters) / 1e6,
                       double(weight_bytes) / 1e6, dtype_name.c_str());
   std::cout << "device " << opt.device << ", threads " << threads_note << ", decode " << opt.decode_tokens
-            << " tokens, " << opt.repeats << " repeats per cell (median [min-max]), prefill steps of up to "
-            << opt.prefill_batch_tokens << " tokens\n";
+            << " tokens, " << opt.repeats << " repeats per cell (median [min-max])\n";
   std::cout << "decode step: "
             << (opt.cuda_graphs      ? "batched attention, the rest replayed from CUDA graphs"
                 : opt.batched_decode ? "batched attention"
@@ -488,9 +483,6 @@ void add_bench_generate_command(CLI::App& bench, invocation& inv) {
                 "Decode attention for all sequences in one call (policy.batched_decode) instead of one at a time");
   cmd->add_flag("--cuda-graphs", opt->cuda_graphs,
                 "The batched decode step with everything but attention replayed from CUDA graphs (policy.cuda_graphs)");
-  cmd->add_option("--prefill-batch-tokens", opt->prefill_batch_tokens,
-                  "Tokens of one prefill step, padding included (policy.prefill_batch_tokens; 1: each prompt alone)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt, &inv] { return run_bench_generate(*opt, inv.config); }; });
 }
