@@ -16,7 +16,9 @@ the init's own end only once all of them are reaped. kill() kills that init and 
 end, so nothing a candidate starts outlives its job or holds the worker's pipes open. The worker's
 death takes the namespace with it too (die_with, then bwrap's --die-with-parent).
 """
+import contextlib
 import ctypes
+import fcntl
 import glob
 import json
 import os
@@ -25,7 +27,9 @@ import select
 import shutil
 import signal
 import subprocess
+import struct
 import sys
+import termios
 import time
 
 from harness import exchange, framing
@@ -85,7 +89,110 @@ def die_with(parent_pid):
 
 
 class CandidateFailure(Exception):
-    """The candidate's child crashed, hung, or failed a command; the message says which."""
+    """The candidate's child crashed, hung, or failed a command; the message says which, and
+    violation, where set, is the (name, detail) the candidate earned by it."""
+
+    def __init__(self, message, violation=None):
+        super().__init__(message)
+        self.violation = violation
+
+
+# After a reply shows up, how long the child's main loop has to be back in its read. Its write is
+# the last thing it does before that read, so an honest child is there within microseconds.
+LOOP_GRACE_S = 5.0
+_F_SETPIPE_SZ = 1031
+REPLY_PIPE_BYTES = 1 << 20  # room for any reply: the worker reads none before the loop wrote it whole
+
+
+def pending_bytes(fd):
+    """Bytes waiting in the pipe fd is an end of."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+class LoopWatch:
+    """Whether the child's main loop, and nothing else in its process, answered a request, seen
+    from outside the child, where the candidate cannot reach (docs/ARCHITECTURE.md, "The reply
+    comes from the child's main loop").
+
+    The loop reads every request's 8-byte header with a read() called straight from main()'s
+    frame; every handler, and with it all candidate code, runs in a deeper C frame
+    (candidate_runner.main calls them through operator.call). Where the main thread blocks in that
+    read (the system call, its fd and count, the stack pointer and program counter of
+    /proc/PID/syscall) is recorded once, after the ready frame and before any candidate code. A
+    reply counts as the loop's only once the main thread is blocked there again, has read the
+    whole request since it was sent (its own byte count, /proc/PID/task/PID/io: not a thread of the
+    candidate's that took the request), and the command pipe is empty: the loop writes its reply
+    just before it reads again. Code of the candidate's that serves the protocol itself, from
+    inside forward or from a thread, is never there."""
+
+    def __init__(self, pid, cmd_fd):
+        self.pid, self.cmd_fd = pid, cmd_fd
+        self.idle = None
+
+    def position(self):
+        """(call, fd, count, sp, pc) where the main thread is blocked in a system call, None while
+        it runs; OSError once the process is gone or will not be watched."""
+        with open(f"/proc/{self.pid}/syscall") as f:
+            fields = f.read().split()
+        if len(fields) < 9:  # "running", or "-1 sp pc" when stopped outside a system call
+            return None
+        return fields[0], int(fields[1], 16), int(fields[3], 16), fields[7], fields[8]
+
+    def bytes_read(self):
+        """What the main thread has read so far, in bytes (rchar: files, pipes, anything)."""
+        with open(f"/proc/{self.pid}/task/{self.pid}/io") as f:
+            for line in f:
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+        raise OSError(f"/proc/{self.pid}/task/{self.pid}/io has no rchar")
+
+    def record_idle(self, deadline):
+        """Where the loop waits for requests, taken right after its ready frame."""
+        seen = [None]
+
+        def waiting():
+            try:
+                at = seen[0] = self.position()
+            except OSError as e:
+                raise RuntimeError(f"harness: cannot watch the candidate's process ({e}); the harness "
+                                   "reads /proc/PID/syscall and /proc/PID/task/PID/io of its child")
+            if at is None or at[1:3] != (self.cmd_fd, 8):
+                return False
+            self.idle = at
+            self.bytes_read()  # fails here, before any candidate code, where io is not readable
+            return True
+
+        if not _poll(waiting, deadline):
+            raise RuntimeError(f"harness: the candidate's process never waited for a request "
+                               f"(its main thread: {seen[0]}); cannot watch its main loop")
+
+    def answered(self, read_until, cmd_w, deadline):
+        """True once the loop is back in its read with the request consumed, False at the
+        deadline, None when the process is gone."""
+        def back():
+            return (self.position() == self.idle and self.bytes_read() >= read_until
+                    and pending_bytes(cmd_w) == 0)
+
+        try:
+            return _poll(back, deadline)
+        except OSError:
+            return None
+
+
+def _poll(condition, deadline):
+    """Whether condition() came true before deadline, checked at first every 100 µs, backing off
+    to every 5 ms: an honest child is back within microseconds, a stuck one costs little CPU."""
+    delay = 0.0001
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.005)
+    return True
+
+
+def _forged(detail):
+    return ("forged_reply", detail)
 
 
 def signal_name(sig):
@@ -118,6 +225,10 @@ class CandidateProcess:
         limit = int(memory_limit_mb) << 20 if device == "cpu" and memory_limit_mb else 0
         cmd_r, self.cmd_w = os.pipe()
         self.reply_r, reply_w = os.pipe()
+        with contextlib.suppress(OSError):  # over /proc/sys/fs/pipe-max-size: the child checks the size
+            fcntl.fcntl(self.reply_r, _F_SETPIPE_SZ, REPLY_PIPE_BYTES)
+        self.child_cmd_fd = cmd_r
+        self.watch = None  # LoopWatch, once the child is ready
         info_r, info_w = os.pipe()
         worker_pid = os.getpid()
 
@@ -165,32 +276,60 @@ class CandidateProcess:
         try:
             framing.read_frame(self.reply_r, wide=True)
         except framing.ChannelClosed:
-            raise CandidateFailure(self._death("while starting"))
+            raise self._death("while starting")
+        self.watch = LoopWatch(self._runner_pid(), self.child_cmd_fd)
+        self.watch.record_idle(time.monotonic() + LOOP_GRACE_S)
         self.ready = True
 
+    def _runner_pid(self):
+        """The runner's pid as this process sees it: the one child of the namespace's init."""
+        if self.init_pid is None:
+            raise self._death("while starting")
+        with open(f"/proc/{self.init_pid}/task/{self.init_pid}/children") as f:
+            children = f.read().split()
+        if len(children) != 1:
+            raise RuntimeError(f"harness: the sandbox's init has {len(children)} children at start, not the runner alone")
+        return int(children[0])
+
     def request(self, msg, deadline):
+        """msg's reply, accepted only as the child's main loop's (LoopWatch); whatever else wrote
+        into the reply channel, or answered in the loop's place, ends the job (forged_reply)."""
         self.await_ready(deadline)
+        op = msg["op"]
         try:
-            framing.write_frame(self.cmd_w, msg, wide=True)
+            read_until = self.watch.bytes_read()
+            read_until += framing.write_frame(self.cmd_w, msg, wide=True)
         except OSError:
-            raise CandidateFailure(self._death("before the request"))
+            raise self._death("before the request")
         remaining = deadline - time.monotonic()
         ready, _, _ = select.select([self.reply_r], [], [], max(0.0, remaining))
         if not ready:
             self.kill()
-            raise CandidateFailure(f"timed out: the candidate did not finish {msg['op']} within its time limit")
+            raise CandidateFailure(f"timed out: the candidate did not finish {op} within its time limit")
+        answered = self.watch.answered(read_until, self.cmd_w, time.monotonic() + LOOP_GRACE_S)
+        if answered is None:
+            raise self._death(f"during {op}")
+        if not answered:
+            self.kill()
+            detail = f"a reply to {op} came, and the runner's main loop was not back in its read {LOOP_GRACE_S:g} s later"
+            raise CandidateFailure(f"the candidate answered in the harness's place: {detail}", _forged(detail))
         try:
             reply = framing.read_frame(self.reply_r, wide=True)
         except (framing.ChannelClosed, ValueError, Exception) as e:
             if isinstance(e, framing.ChannelClosed):
-                raise CandidateFailure(self._death(f"during {msg['op']}"))
+                raise self._death(f"during {op}")
             self.kill()
-            raise CandidateFailure(f"the candidate corrupted the reply channel ({type(e).__name__})")
+            raise CandidateFailure(f"the candidate corrupted the reply channel ({type(e).__name__})",
+                                   _forged(f"an unreadable reply to {op}"))
+        if pending_bytes(self.reply_r) or not isinstance(reply, dict):
+            self.kill()
+            detail = f"more than the runner's reply to {op} was written into the reply channel"
+            raise CandidateFailure(f"the candidate wrote into the harness's reply channel: {detail}", _forged(detail))
         started = self._started_processes()
-        if started and isinstance(reply, dict):
+        if started:
             violations = reply.get("violations") if isinstance(reply.get("violations"), dict) else {}
             violations.setdefault("spawns_process", f"{len(started)} process(es) it started still running "
-                                                    f"after {msg['op']}")
+                                                    f"after {op}")
             reply["violations"] = violations
         return reply
 
@@ -207,16 +346,21 @@ class CandidateProcess:
         return [p for p in pids if p.isdigit() and p not in ("1", _RUNNER_PID)]
 
     def _death(self, when):
+        """The failure of a child that closed its channel: how it ended, and the violation its
+        exit status names, if any."""
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.kill()
-            return f"the candidate closed its channel {when}"
+            return CandidateFailure(f"the candidate closed its channel {when}")
         if code > 128:  # bwrap exits with 128 + N for a child killed by signal N
             code = -(code - 128)
+        if code == framing.EXIT_CHANNEL_TAMPERED:
+            detail = f"the runner found its reply channel written into or replaced {when}"
+            return CandidateFailure(f"the candidate wrote into the harness's reply channel: {detail}", _forged(detail))
         if code < 0:
-            return f"crashed: the candidate was killed by signal {signal_name(-code)} {when}"
-        return f"crashed: the candidate exited with status {code} {when}"
+            return CandidateFailure(f"crashed: the candidate was killed by signal {signal_name(-code)} {when}")
+        return CandidateFailure(f"crashed: the candidate exited with status {code} {when}")
 
     def kill(self):
         """Kills the namespace's init, and with it everything in the namespace, and returns once

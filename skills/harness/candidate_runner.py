@@ -7,20 +7,26 @@ an exchange file on the CPU; exchange.put_outputs) and what the guards caught, a
 decides. Commands: load, draw, verify, time, exit.
 """
 import argparse
+import fcntl
 import gc
 import importlib
 import importlib.util
+import operator
 import os
+import struct
 import sys
+import termios
 import threading
 import time
 import traceback
 
+import msgpack
 import torch
 
 from harness import exchange, framing, guard, task_inputs, timing
 
 _ipc_collect = torch.cuda.ipc_collect  # bound before any candidate code runs
+_F_GETPIPE_SZ = 1032
 
 
 def as_output_list(out):
@@ -107,7 +113,7 @@ class Runner:
 
     def load(self, req):
         """The second half: imports the candidate's extension and model_new.py, builds ModelNew."""
-        if getattr(self, "loading", None) is None:
+        if self.loading is None:
             raise RuntimeError("load before prepare")
         loading, self.loading = self.loading, None
         solution_dir, module_dir, task_path = loading["solution_dir"], loading["module_dir"], loading["task_path"]
@@ -342,19 +348,17 @@ class Runner:
         # Modes and trace hooks are cheap to look for before each set; the dispatch tables after
         # the runs (a kernel registered by a timed forward is caught on that request's reply).
         self._check_hooks("before a timed run", tables=False)
+        # The collector stays off from here until the runs end, so no code hung on garbage in
+        # cycles (a finalizer, a weakref callback) runs between the draw and the clock, where it
+        # could compute each run's result ahead of it. The old set goes before the new one is
+        # drawn: what hangs on its release runs then, before the new set exists.
+        gc.disable()
         try:
             if "seed" in req:  # kept for the requests that follow without one
-                # The old set goes first, and the collector stays off until the runs end: code
-                # hung on its release (a finalizer, a weakref callback) runs now, before the new
-                # set exists, and none runs between the draw and the clock, where it could compute
-                # each run's result ahead of it.
                 self.timing_inputs = None
-                gc.collect()
-                gc.disable()
                 self.timing_inputs = self._draw(req["seed"])
             if self.timing_inputs is None:
                 raise RuntimeError("a time request before any inputs")
-            gc.disable()
             return self._time_runs(req, self.timing_inputs)
         finally:
             gc.enable()
@@ -406,47 +410,104 @@ def main():
             pass  # load tries again and reports the failure
     guard.warm_up_guards()
     # Everything the loop below trusts is bound here, before any candidate code runs: names in
-    # this frame are out of the candidate's reach, and what they name is checked by identity after
+    # this frame are out of the candidate's reach. The channel is read and written with C functions
+    # only. Every call that can run Python code goes through operator.call, so that it runs in a
+    # deeper C frame than this one: the worker accepts a reply only once the main thread is blocked
+    # in this frame's read again, at the stack pointer of its first (candidate_process.LoopWatch),
+    # and no candidate code can block there. The harness's state is checked by identity after
     # every request (guard.IdentitySnapshot): the checker's own parts first, then the snapshot.
-    read_frame, write_frame, closed = framing.read_frame, framing.write_frame, framing.ChannelClosed
-    violation_raised, format_exc, stderr = guard.ViolationRaised, traceback.format_exc, sys.stderr
+    call, format_exc, violation_raised, stderr = operator.call, traceback.format_exc, guard.ViolationRaised, sys.stderr
+    os_read, os_write, os_fstat, os_exit = os.read, os.write, os.fstat, os._exit
+    ioctl, fionread, fcntl_ = fcntl.ioctl, termios.FIONREAD, fcntl.fcntl
+    frame_length = struct.Struct(">Q")
+    pack_length, unpack_length, unpack_count = frame_length.pack, frame_length.unpack, struct.Struct("i").unpack
+    pack, unpackb, ext_type = msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb, msgpack.ExtType
     getattr_, type_, dict_type, dict_get, dict_ = getattr, type, dict, dict.get, dict
-    base_exception, str_, sorted_ = BaseException, str, sorted
+    base_exception, str_, sorted_, len_, min_, memoryview_ = BaseException, str, sorted, len, min, memoryview
     cuda_ready, cuda_synchronize = torch.cuda.is_initialized, torch.cuda.synchronize
+    tampered_status, max_frame = framing.EXIT_CHANNEL_TAMPERED, framing.MAX_WIDE_FRAME
+    stat = os_fstat(cmd_fd)
+    cmd_file = (stat.st_dev, stat.st_ino)
+    stat = os_fstat(reply_fd)
+    reply_file = (stat.st_dev, stat.st_ino)
+    read_header = (cmd_fd, 8)
+    reply_room = fcntl_(reply_fd, _F_GETPIPE_SZ) - 8  # the worker reads a reply only once it is whole
+    # glibc's read() takes another code path, at another stack pointer, once a process has had a
+    # second thread, and never goes back: one thread now, so that the read LoopWatch records
+    # before any candidate code is the one every later request is read with. (A child that was
+    # single-threaded at its ready frame had every load of an honest candidate taken for forged.)
+    starter = threading.Thread(target=int)
+    starter.start()
+    starter.join()
     identity = guard.IdentitySnapshot()
     runner = Runner(identity)
     violations = runner.violations
     changed, missing = guard.IdentitySnapshot.changed, guard.MISSING
     checker = identity.checker_parts()
     baseline = identity.record()
-    write_frame(reply_fd, {"ready": True}, wide=True)
     handlers = {"load": runner.load, "draw": runner.draw, "verify": runner.verify, "time": runner.time}
+    reply, op = {"ready": True}, "start"
     while True:
+        # The reply, written only into the channel the worker gave, and only while nothing else was
+        # written into it: else no reply at all, and the worker finds this exit status.
         try:
-            req = read_frame(cmd_fd, wide=True)
-        except closed:
-            runner.release()
-            return 0
-        op = req.get("op")
-        if op == "exit":
-            runner.release()
+            payload = pack(reply)
+        except base_exception:
+            payload = pack({"ok": False, "error": f"the reply to {op} could not be packed",
+                            "violations": {"monkeypatch": f"the reply to {op} held what msgpack cannot carry"}})
+        if len_(payload) > reply_room:
+            payload = pack({"ok": False, "error": f"the reply to {op} is over {reply_room} bytes", "violations": {}})
+        data = memoryview_(pack_length(len_(payload)) + payload)
+        stat = os_fstat(reply_fd)
+        if (stat.st_dev, stat.st_ino) != reply_file or unpack_count(ioctl(reply_fd, fionread, b"\0\0\0\0"))[0]:
+            os_exit(tampered_status)
+        while data:
+            data = data[os_write(reply_fd, data):]
+        stat = os_fstat(reply_fd)
+        if (stat.st_dev, stat.st_ino) != reply_file:
+            os_exit(tampered_status)
+        # The next request: its header's read is the one LoopWatch waits at.
+        stat = os_fstat(cmd_fd)
+        if (stat.st_dev, stat.st_ino) != cmd_file:
+            os_exit(tampered_status)
+        header = os_read(*read_header)  # CALL_FUNCTION_EX: never specialized, the same C path every time
+        while header and len_(header) < 8:
+            more = os_read(cmd_fd, 8 - len_(header))
+            header = header + more if more else b""
+        length = unpack_length(header)[0] if header else 0
+        if length > max_frame:
+            return 2  # not the worker's: it never writes such a frame
+        body = b""
+        while header and len_(body) < length:
+            more = os_read(cmd_fd, min_(length - len_(body), 1 << 20))
+            if not more:
+                header = b""
+            body += more
+        req = unpackb(body, raw=False, strict_map_key=False, object_hook=None, list_hook=None,
+                      object_pairs_hook=None, ext_hook=ext_type) if header else {"op": "exit"}
+        op = req.get("op") if type_(req) is dict_type else None
+        if op == "exit":  # or the channel closed
+            call(runner.release)
             return 0
         reply = {"ok": True, "error": None}
         try:
             if op == "load":  # the snapshot takes in the runner's timer and guards before the import
-                runner.prepare(req)
-                baseline = identity.record()
-            reply.update(handlers[op](req))
+                call(runner.prepare, req)
+                baseline = call(identity.record)
+            reply.update(call(handlers[op], req))
         except violation_raised as e:
             reply.update(ok=False, error=f"violation: {e}")
         except base_exception as e:  # the candidate's failure, reported, never fatal to the harness
-            stderr.write(format_exc(limit=4))
-            reply.update(ok=False, error=f"{type_(e).__name__}: {str_(e)[:400]}")
+            try:
+                stderr.write(call(format_exc, 4))
+                reply.update(ok=False, error=f"{type_(e).__name__}: {str_(e)[:400]}")
+            except base_exception:
+                reply.update(ok=False, error="an exception that could not be printed")
         found = dict_(violations.found)
         try:
             # Nothing this process queued on the GPU runs on into the worker's own timing.
-            if cuda_ready():
-                cuda_synchronize()
+            if call(cuda_ready):
+                call(cuda_synchronize)
         except base_exception as e:
             reply.update(ok=False, error=reply["error"] or f"{type_(e).__name__}: {str_(e)[:400]}")
         try:
@@ -454,13 +515,12 @@ def main():
                         if (dict_get(owner, key, missing) if type_(owner) is dict_type
                             else getattr_(owner, key, missing)) is not expected]
             if not tampered:
-                tampered = changed(identity, baseline)
+                tampered = call(changed, identity, baseline)
         except base_exception as e:
             tampered = [f"the identity check ({type_(e).__name__})"]
         if tampered:
             found.setdefault("monkeypatch", f"{', '.join(sorted_(tampered)[:5])} replaced (after {op})")
         reply["violations"] = found
-        write_frame(reply_fd, reply, wide=True)
 
 
 if __name__ == "__main__":

@@ -307,6 +307,8 @@ class Evaluator:
             record["error"] = error or ""
         except CandidateFailure as e:
             record["error"] = str(e)
+            if e.violation:
+                violations.setdefault(*e.violation)
         finally:
             child.close()
             phases.mark("close")

@@ -10,6 +10,9 @@ import msgpack
 
 MAX_FRAME = 1 << 31
 MAX_WIDE_FRAME = 1 << 40
+# The candidate's runner exits with this status, writing nothing, where its reply channel was
+# written into or replaced (candidate_runner.main, candidate_process.LoopWatch).
+EXIT_CHANNEL_TAMPERED = 86
 
 
 class ChannelClosed(EOFError):
@@ -36,9 +39,11 @@ def read_frame(fd, wide=False):
 
 
 def write_frame(fd, obj, wide=False):
+    """Writes obj as one frame; returns the frame's length in bytes."""
     payload = msgpack.packb(obj, use_bin_type=True)
     data = struct.pack(">Q" if wide else ">I", len(payload)) + payload
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
+    return len(data)

@@ -41,6 +41,8 @@ VIOLATIONS = {
                     "callback, a signal handler, a Python thread, a kernel registered over an ATen operator)",
     "write_outside_sandbox": "the candidate wrote a file outside its solution directory",
     "spawns_process": "the candidate started a process or opened a network connection",
+    "forged_reply": "something other than the harness's loop in the candidate's process answered the worker, "
+                    "or wrote into or replaced the harness's reply channel",
 }
 
 # ATen operators ModelNew.forward and the bindings may use: allocation, views and metadata.
