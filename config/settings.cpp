@@ -288,12 +288,20 @@ const std::vector<setting_spec>& settings::schema() {
        "and the turn, so a rerun samples the same tokens."},
       {"policy.max_batch", T::integer, "32", {}, 1, 4096,
        "Sequences the torch backend decodes together."},
+      {"policy.prefill_batch_tokens", T::integer, "16384", {}, 1, int64_t{1} << 24,
+       "Tokens of one prefill step of the torch backend, padding included: new prompts of "
+       "similar lengths are prefilled together up to it; 1: each alone."},
       {"policy.batched_decode", T::boolean, "true", {}, 0, 0,
        "On CUDA in bf16/fp16, a decode step runs attention for all its sequences in one "
        "flash-attention call instead of one sequence at a time."},
       {"policy.cuda_graphs", T::boolean, "false", {}, 0, 0,
        "On CUDA in bf16/fp16, the batched decode step replays everything but attention from CUDA "
        "graphs (one set per batch size, captured on first use); needs policy.batched_decode."},
+      {"policy.decode_pool_slots", T::integer, "0", {}, 0, 4096,
+       "Caches of the torch backend kept in one preallocated decode pool (0: none); a decode "
+       "step whose caches are all there runs, with policy.cuda_graphs, as one CUDA graph."},
+      {"policy.decode_pool_tokens", T::integer, "0", {}, 0, int64_t{1} << 24,
+       "Tokens of each decode pool slot; a longer cache leaves its slot for memory of its own."},
       {"policy.cache_budget_mb", T::integer, "8192", {}, 1, int64_t{1} << 30,
        "KV cache memory of all episodes together in the torch backend; least recently used "
        "episodes' caches are evicted past it."},
@@ -366,6 +374,9 @@ const std::vector<setting_spec>& settings::schema() {
       {"learner.compute_dtype", T::choice, "float32", {"float32", "bfloat16"}, 0, 0,
        "The learner's forward and backward products: float32, or bfloat16 under autocast "
        "against float32 master weights (AdamW, gradients and losses stay float32)."},
+      {"learner.attention", T::choice, "default", {"default", "cudnn"}, 0, 0,
+       "The fused attention kernel the learner's SDPA tries first on CUDA: ATen's order (flash "
+       "first) or cuDNN's; process-wide, and only where the kernel takes the shapes."},
       {"learner.ranks", T::integer, "1", {}, 1, 64,
        "Data-parallel learner ranks: rank 0 in train's process, the others in learner-rank child "
        "processes. On CUDA rank r uses the device after rank 0's r times (cuda:0, cuda:1, ...)."},

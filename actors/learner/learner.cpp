@@ -56,6 +56,10 @@ learner::learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<mode
   } else if (options_.compute_dtype != "float32") {
     throw learner_error{"learner.compute_dtype must be float32 or bfloat16, got '" + options_.compute_dtype + "'"};
   }
+  if (options_.attention != "default" && options_.attention != "cudnn") {
+    throw learner_error{"learner.attention must be default or cudnn, got '" + options_.attention + "'"};
+  }
+  model::prefer_cudnn_attention(options_.attention == "cudnn");
   if (autocast_ && actor_->dtype() != torch::kFloat32) {
     throw learner_error{"learner.compute_dtype = bfloat16 keeps float32 master weights; load the model in float32"};
   }
@@ -336,16 +340,7 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
   };
   std::vector<prepared_batch> batches;
   for (auto& batch : micro_batches(share_of(samples), actor_->device(), report)) {
-    prepared_batch p{std::move(batch), {}, {}, {}, {}};
-    {
-      torch::NoGradGuard no_grad;
-      p.logp_old = actor_logprobs(p.batch, false).logprobs;
-      p.values_old = values(p.batch.input_ids, p.batch.attention_mask);
-    }
-    auto adv = gae(p.values_old, p.batch.target_mask, p.batch.rewards, options_.gamma, options_.lambda);
-    p.advantages = adv.advantages.to(actor_->device());
-    p.returns = adv.returns;
-    batches.push_back(std::move(p));
+    batches.push_back({std::move(batch), {}, {}, {}, {}});
   }
   const double total = static_cast<double>(report.policy_tokens);
   std::vector<torch::Tensor> both = actor_params_;
@@ -354,14 +349,24 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     loss_stats stats;
     actor_optimizer_->zero_grad();
     critic_optimizer_->zero_grad();
-    for (const auto& p : batches) {
+    for (auto& p : batches) {
+      // No update has happened before the first epoch's backward passes, so its forwards give
+      // the old values and log-probabilities themselves: no separate no-grad forward of either
+      // model. The critic goes first, since GAE needs its values.
+      const torch::Tensor v = values(p.batch.input_ids, p.batch.attention_mask);
+      if (epoch == 0) {
+        p.values_old = v.detach();
+        auto adv = gae(p.values_old, p.batch.target_mask, p.batch.rewards, options_.gamma, options_.lambda);
+        p.advantages = adv.advantages.to(actor_->device());
+        p.returns = adv.returns;
+      }
+      (value_loss_sum(v, p.values_old, p.returns, p.batch.target_mask, options_.ppo.value_clip, stats) / total)
+          .backward();
       const auto out = actor_logprobs(p.batch, true);
+      if (epoch == 0) p.logp_old = out.logprobs.detach();
       (policy_loss_sum(out.logprobs, p.logp_old, p.batch.rollout_logprobs.to(out.logprobs.device()), p.advantages,
                        p.batch.target_mask, options_.ppo, stats, {}, out.entropy) /
        total)
-          .backward();
-      const torch::Tensor v = values(p.batch.input_ids, p.batch.attention_mask);
-      (value_loss_sum(v, p.values_old, p.returns, p.batch.target_mask, options_.ppo.value_clip, stats) / total)
           .backward();
     }
     reduce(both, stats, nullptr);

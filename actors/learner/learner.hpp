@@ -59,6 +59,9 @@ struct learner_options {
   // The forward's matrix products and attention: "float32", or "bfloat16" under autocast against
   // the float32 weights, which with AdamW's states, the gradients and the losses stay float32.
   std::string compute_dtype = "float32";
+  // The fused attention SDPA tries first on CUDA: "default" (ATen's order, flash first) or
+  // "cudnn" (model::prefer_cudnn_attention; process-wide, set when the learner is made).
+  std::string attention = "default";
   std::string truncated = "penalty";  // "penalty", "reward" or "drop"
 };
 

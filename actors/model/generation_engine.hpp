@@ -54,6 +54,9 @@ struct generation_result {
 struct engine_options {
   int64_t max_batch = 32;                        // sequences decoded together
   int64_t cache_budget_bytes = int64_t{8} << 30;  // KV cache of all sequences together
+  // Tokens of one prefill step, padding included: newly admitted requests are prefilled
+  // together up to it (one longer than it goes alone). 1: each alone.
+  int64_t prefill_batch_tokens = 16384;
 };
 
 struct engine_stats {
@@ -61,6 +64,7 @@ struct engine_stats {
   int64_t cached_tokens = 0;
   int64_t decoded_tokens = 0;
   int64_t decode_steps = 0;
+  int64_t prefill_steps = 0;  // step() calls that prefilled
   int64_t evictions = 0;
   int64_t largest_batch = 0;
   int64_t cache_bytes = 0;
@@ -75,6 +79,9 @@ class generation_engine {
   // Thread-safe. The future throws model_error for a prompt longer than the model's context
   // or an empty one.
   std::future<generation_result> submit(generation_request request);
+  // Thread-safe. submit() of each, all taken at the same step boundary, so that their prefills
+  // can share step() calls (engine_options::prefill_batch_tokens).
+  std::vector<std::future<generation_result>> submit_all(std::vector<generation_request> requests);
   // Drops a sequence's cache (its episode ended).
   void release(const std::string& sequence_id);
   // New weights, taken between decode steps without stopping running requests: later tokens

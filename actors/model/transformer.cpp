@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -103,6 +104,15 @@ const char* dtype_name(torch::ScalarType dtype) {
   }
 }
 
+std::vector<int64_t> aten_attention_order() {
+  static const std::vector<int64_t> order = [] {
+    std::vector<int64_t> out;
+    for (at::SDPBackend b : at::globalContext().sDPPriorityOrder()) out.push_back(int64_t(b));
+    return out;
+  }();
+  return order;
+}
+
 // Scaled dot-product attention of q [B, heads, Tq, D] over k, v [B, kv_heads, Tk, D]: under
 // `mask` [B, 1, Tq, Tk] bool where defined, else causal or (a single query) full.
 torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, const torch::Tensor& mask,
@@ -112,11 +122,13 @@ torch::Tensor attend(const torch::Tensor& q, torch::Tensor k, torch::Tensor v, c
   // takes grouped query heads; anywhere else enable_gqa falls back to the math kernel and its
   // [B, heads, Tq, Tk] scores, which training keeps for the backward (60 GB a layer at 32k
   // tokens and 14 heads). Keys and values repeated to every head let the memory-efficient
-  // kernel (CUDA) or the CPU flash kernel run instead, for 2 x heads x Tk x D more. A single
+  // kernel (CUDA) or the CPU flash kernel run instead, for 2 x heads x Tk x D more; so they are
+  // where cuDNN is preferred (prefer_cudnn_attention), which takes equal head counts. A single
   // query's scores are small, and repeating a whole cache per decode step would cost more.
   const torch::ScalarType dtype = autocast_scope::current(q.device()).value_or(q.scalar_type());
   const bool flash_takes_gqa =
-      q.is_cuda() && !mask.defined() && (dtype == torch::kBFloat16 || dtype == torch::kHalf);
+      q.is_cuda() && !mask.defined() && (dtype == torch::kBFloat16 || dtype == torch::kHalf) &&
+      !(cudnn_attention_preferred());
   const bool repeat = heads != kv && !flash_takes_gqa && q.size(2) > 1;
   if (repeat) {
     k = k.repeat_interleave(heads / kv, 1);
@@ -206,6 +218,71 @@ class batched_decode {
 };
 
 }  // namespace
+
+void prefer_cudnn_attention(bool on) {
+  std::vector<int64_t> order = aten_attention_order();  // ATen's own, taken before any change
+  if (on) {
+    order.erase(std::remove(order.begin(), order.end(), int64_t(at::SDPBackend::cudnn_attention)), order.end());
+    order.insert(order.begin(), int64_t(at::SDPBackend::cudnn_attention));
+  }
+  at::globalContext().setSDPPriorityOrder(order);
+}
+
+bool cudnn_attention_preferred() {
+  return at::globalContext().sDPPriorityOrder()[0] == at::SDPBackend::cudnn_attention;
+}
+
+// The caches' decode pool (transformer::set_decode_pool): per layer one tensor of `slots` caches
+// of `tokens` positions each, [slots + 1, tokens, kv_heads, head_dim], and the slots not taken.
+// The extra slot is never leased: a pooled step's graph is captured on it, so that the warm-up
+// run before the capture writes into no cache. Shared with the leases of the caches in it, so
+// that it lives as long as the last of them.
+class decode_pool {
+ public:
+  decode_pool(int64_t slots, int64_t tokens, int64_t layer_count, int64_t kv, int64_t D,
+              const torch::TensorOptions& opts)
+      : slots(slots), tokens(tokens) {
+    for (int64_t l = 0; l < layer_count; ++l) {
+      keys.push_back(torch::empty({slots + 1, tokens, kv, D}, opts));
+      values.push_back(torch::empty({slots + 1, tokens, kv, D}, opts));
+    }
+    for (int64_t s = slots - 1; s >= 0; --s) free_.push_back(s);
+  }
+
+  std::optional<int64_t> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::nullopt;
+    const int64_t slot = free_.back();
+    free_.pop_back();
+    return slot;
+  }
+
+  void give_back(int64_t slot) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(slot);
+  }
+
+  const int64_t slots, tokens;
+  int64_t scratch() const { return slots; }
+  std::vector<torch::Tensor> keys, values;  // per layer
+
+ private:
+  std::mutex mutex_;  // caches may be destroyed on another thread than the one that steps
+  std::vector<int64_t> free_;
+};
+
+struct kv_cache::slot_lease {
+  std::shared_ptr<decode_pool> pool;
+  int64_t slot;
+  slot_lease(const slot_lease&) = delete;  // one owner: a copy would give the slot back twice
+  slot_lease& operator=(const slot_lease&) = delete;
+  ~slot_lease() { pool->give_back(slot); }
+};
+
+kv_cache::kv_cache() = default;
+kv_cache::kv_cache(kv_cache&&) noexcept = default;
+kv_cache& kv_cache::operator=(kv_cache&&) noexcept = default;
+kv_cache::~kv_cache() = default;
 
 struct transformer::layers {
   struct block {
@@ -380,7 +457,110 @@ void transformer::set_cuda_graphs(bool on) {
                       "set policy.cuda_graphs = false or rebuild where /usr/local/cuda exists");
   }
   cuda_graphs_ = on;
-  if (!on) graphs_.clear();  // their memory back
+  if (!on) {  // their memory back
+    graphs_.clear();
+    pooled_graphs_.clear();
+  }
+}
+
+// The decode step of B sequences whose caches all hold slots of the pool, captured whole: the
+// inputs are the token ids, positions and slots; each layer writes its new keys and values into
+// the pool at (slot, position) and reads every slot in place, up to its sequence's length, with
+// one variable-length flash-attention call (seqused_k). One graph per batch size.
+struct transformer::pooled_step {
+  torch::Tensor inputs;         // [3, B] int64: token ids, positions, slots
+  torch::Tensor query_starts;   // [B + 1] int32: 0, 1, .., B (one query per sequence)
+  torch::Tensor key_starts;     // [B + 1] int32: where each slot starts in a layer's pool
+  torch::Tensor keys_used;      // [B] int32: each sequence's length with its new token
+  torch::Tensor logits;         // [B, vocab] float32: the graph's output
+  std::unique_ptr<captured_graph> graph;
+};
+
+transformer::pooled_step& transformer::graphed_pooled_step(int64_t B) {
+  std::unique_ptr<pooled_step>& found = pooled_graphs_[B];
+  if (found) return *found;
+  const model_config& c = config_;
+  const layers& L = *layers_;
+  const decode_pool& P = *pool_;
+  const int64_t kv = c.num_key_value_heads, D = c.head_dim;
+  auto g = std::make_unique<pooled_step>();
+  const auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(device_);
+  const auto int_opts = torch::TensorOptions().dtype(torch::kInt32).device(device_);
+  g->inputs = torch::zeros({3, B}, long_opts);
+  g->inputs[2].fill_(P.scratch());  // the capture's warm-up run writes into the scratch slot
+  g->query_starts = torch::arange(B + 1, int_opts);
+  g->key_starts = torch::full({B + 1}, (P.slots + 1) * P.tokens, int_opts);
+  g->keys_used = torch::ones({B}, int_opts);
+  auto work = [&] {
+    const torch::Tensor ids = g->inputs[0].view({B, 1}), positions = g->inputs[1].view({B, 1});
+    const torch::Tensor slot_starts = g->inputs[2] * P.tokens;
+    const torch::Tensor rows = slot_starts + g->inputs[1];  // each new token's row in a layer's pool
+    g->key_starts.narrow(0, 0, B).copy_(slot_starts);
+    g->keys_used.copy_(g->inputs[1] + 1);
+    const auto [cos, sin] = L.rope(positions, dtype_);
+    torch::Tensor x = torch::embedding(L.embed, ids);
+    for (size_t l = 0; l < L.blocks.size(); ++l) {
+      const auto& blk = L.blocks[l];
+      const auto [q, k, v] = blk.attention_inputs(c, x, cos, sin);
+      torch::Tensor keys = P.keys[l].view({-1, kv, D}), values = P.values[l].view({-1, kv, D});
+      keys.index_copy_(0, rows, k.squeeze(2));
+      values.index_copy_(0, rows, v.squeeze(2));
+      const auto out = at::_flash_attention_forward(
+          q.squeeze(2).contiguous(), keys, values, g->query_starts, g->key_starts, /*max_q=*/1,
+          /*max_k=*/P.tokens, /*dropout_p=*/0.0, /*is_causal=*/false, /*return_debug_mask=*/false, std::nullopt,
+          std::nullopt, std::nullopt, g->keys_used);
+      x = blk.finish(c, x, std::get<0>(out).unsqueeze(2));
+    }
+    const torch::Tensor hidden = rms_norm(x.view({B, c.hidden_size}), L.norm, c.rms_norm_eps);
+    g->logits = torch::linear(hidden, L.lm_head).to(torch::kFloat32);
+  };
+  g->graph = std::make_unique<captured_graph>(work, captured_graph::new_pool());
+  found = std::move(g);
+  return *found;
+}
+
+void transformer::set_decode_pool(int64_t slots, int64_t tokens) {
+  if (slots < 0 || tokens < 0 || (slots > 0 && tokens == 0)) {
+    throw model_error("decode pool of " + std::to_string(slots) + " slots of " + std::to_string(tokens) +
+                      " tokens: both must be positive (or 0 slots, no pool)");
+  }
+  pooled_graphs_.clear();
+  pool_.reset();  // caches in its slots keep it until they are gone
+  if (slots == 0) return;
+  const model_config& c = config_;
+  const auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
+  try {
+    pool_ = std::make_shared<decode_pool>(slots, tokens, c.num_hidden_layers, c.num_key_value_heads, c.head_dim, opts);
+  } catch (const c10::Error&) {
+    const double gib = 2.0 * double(c.num_hidden_layers) * double(slots + 1) * double(tokens) *
+                       double(c.num_key_value_heads * c.head_dim) * double(torch::elementSize(dtype_)) / double(1 << 30);
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f", gib);
+    throw model_error("a decode pool of " + std::to_string(slots) + " slots of " + std::to_string(tokens) + " tokens (" +
+                      size + " GiB) cannot be allocated on " + device_.str() +
+                      "; lower policy.decode_pool_slots or policy.decode_pool_tokens");
+  }
+}
+
+// Into a free slot of the pool, where the cache holds none and will fit one: its tokens so far
+// are copied there. (Out of a slot it outgrows: step()'s growth below.)
+void transformer::place_in_pool(kv_cache& cache, int64_t need) {
+  if (!pool_ || cache.lease_ || need > pool_->tokens) return;
+  const std::optional<int64_t> slot = pool_->take();
+  if (!slot) return;
+  std::unique_ptr<kv_cache::slot_lease> lease{new kv_cache::slot_lease{pool_, *slot}};
+  std::vector<torch::Tensor> keys, values;
+  for (size_t l = 0; l < pool_->keys.size(); ++l) {
+    keys.push_back(pool_->keys[l][*slot]);
+    values.push_back(pool_->values[l][*slot]);
+    if (cache.length_ > 0) {
+      keys.back().slice(0, 0, cache.length_).copy_(cache.keys_[l].slice(0, 0, cache.length_));
+      values.back().slice(0, 0, cache.length_).copy_(cache.values_[l].slice(0, 0, cache.length_));
+    }
+  }
+  cache.keys_ = std::move(keys);
+  cache.values_ = std::move(values);
+  cache.lease_ = std::move(lease);  // the memory it held before, if any, goes back
 }
 
 autocast_scope::autocast_scope(torch::Device device, std::optional<torch::ScalarType> dtype)
@@ -608,6 +788,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
   for (int64_t b = 0; b < B; ++b) {
     kv_cache* cache = caches[size_t(b)];
     const int64_t need = cache->length_ + int64_t(tokens[size_t(b)].size());
+    place_in_pool(*cache, need);
     int64_t capacity = cache->keys_.empty() ? 0 : cache->keys_[0].size(0);
     if (need <= capacity) continue;
     int64_t grown = std::max<int64_t>({need, capacity * 2, 16});
@@ -624,6 +805,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
         *store = bigger;
       }
     }
+    cache->lease_.reset();  // a slot it outgrew goes back to the pool
   }
 
   // Every sequence's new tokens, right-padded to N: projections and MLP run batched; attention
@@ -640,11 +822,28 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
     }
   }
   auto long_cpu = torch::TensorOptions().dtype(torch::kInt64);
-  torch::Tensor id_tensor = torch::from_blob(ids.data(), {B, N}, long_cpu).to(device_);
-  torch::Tensor pos_tensor = torch::from_blob(positions.data(), {B, N}, long_cpu).to(device_);
 
   const bool batched = (batched_decode_ || cuda_graphs_) && N == 1 && device_.is_cuda() &&
                        (dtype_ == torch::kBFloat16 || dtype_ == torch::kHalf);
+  const bool all_pooled = pool_ && std::all_of(caches.begin(), caches.end(), [&](const kv_cache* cache) {
+    return cache->lease_ && cache->lease_->pool == pool_;
+  });
+  if (batched && cuda_graphs_ && all_pooled) {
+    std::vector<int64_t> inputs(static_cast<size_t>(3 * B));
+    for (int64_t b = 0; b < B; ++b) {
+      inputs[size_t(b)] = ids[size_t(b)];
+      inputs[size_t(B + b)] = cached[size_t(b)];
+      inputs[size_t(2 * B + b)] = caches[size_t(b)]->lease_->slot;
+    }
+    pooled_step& g = graphed_pooled_step(B);
+    g.inputs.copy_(torch::from_blob(inputs.data(), {3, B}, long_cpu));
+    g.graph->replay();
+    ++pooled_steps_;
+    for (int64_t b = 0; b < B; ++b) caches[size_t(b)]->length_ += 1;
+    return g.logits.clone();  // the next replay overwrites g.logits
+  }
+  torch::Tensor id_tensor = torch::from_blob(ids.data(), {B, N}, long_cpu).to(device_);
+  torch::Tensor pos_tensor = torch::from_blob(positions.data(), {B, N}, long_cpu).to(device_);
   std::optional<batched_decode> decode;
   if (batched) {
     std::vector<kv_cache_storage> storage;
@@ -665,6 +864,10 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
   }
 
   const auto [cos, sin] = L.rope(pos_tensor, dtype_);
+  // Prompts on empty caches (the engine's prefills of new sequences) attend together: causal
+  // attention over the right-padded batch is exact for every real position, since none of them
+  // sees a later one, padding included.
+  const bool fresh_batch = N > 1 && std::all_of(cached.begin(), cached.end(), [](int64_t p) { return p == 0; });
   // Per sequence: its attention mask over cache + new tokens (undefined where plain causal or a
   // single query does).
   std::vector<torch::Tensor> masks(static_cast<size_t>(B));
@@ -690,17 +893,22 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
       x = blk.finish(c, x, a.unsqueeze(2));
       continue;
     }
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = fresh[size_t(b)], past = cached[size_t(b)];
+      caches[size_t(b)]->keys_[size_t(l)].slice(0, past, past + n).copy_(k[b].slice(1, 0, n).transpose(0, 1));
+      caches[size_t(b)]->values_[size_t(l)].slice(0, past, past + n).copy_(v[b].slice(1, 0, n).transpose(0, 1));
+    }
+    if (fresh_batch) {
+      x = blk.finish(c, x, attend(q, k, v, {}, /*causal=*/true));
+      continue;
+    }
     torch::Tensor out = torch::zeros({B, heads, N, D}, cache_opts);
     for (int64_t b = 0; b < B; ++b) {
-      kv_cache& cache = *caches[size_t(b)];
       const int64_t n = fresh[size_t(b)], past = cached[size_t(b)];
-      torch::Tensor& keys = cache.keys_[size_t(l)];
-      torch::Tensor& values = cache.values_[size_t(l)];
-      keys.slice(0, past, past + n).copy_(k[b].slice(1, 0, n).transpose(0, 1));
-      values.slice(0, past, past + n).copy_(v[b].slice(1, 0, n).transpose(0, 1));
+      const kv_cache& cache = *caches[size_t(b)];
       torch::Tensor qb = q.slice(0, b, b + 1).slice(2, 0, n);
-      torch::Tensor kb = keys.slice(0, 0, past + n).transpose(0, 1).unsqueeze(0);
-      torch::Tensor vb = values.slice(0, 0, past + n).transpose(0, 1).unsqueeze(0);
+      torch::Tensor kb = cache.keys_[size_t(l)].slice(0, 0, past + n).transpose(0, 1).unsqueeze(0);
+      torch::Tensor vb = cache.values_[size_t(l)].slice(0, 0, past + n).transpose(0, 1).unsqueeze(0);
       const torch::Tensor& mask = masks[size_t(b)];
       torch::Tensor a = attend(qb, kb, vb, mask, causal[size_t(b)]);
       out.slice(0, b, b + 1).slice(2, 0, n).copy_(a);

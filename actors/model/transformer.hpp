@@ -25,24 +25,36 @@
 
 namespace cuda_agent::model {
 
+class decode_pool;  // defined in transformer.cpp
+
 // One sequence's keys and values, layer by layer, on the model's device and dtype. Owned by the
 // caller (the generation engine keeps one per episode between turns); only the model that made
-// it may extend it.
+// it may extend it. Move-only: where the model has a decode pool (set_decode_pool), the cache
+// may hold one of its slots, which it gives back when it is destroyed.
 class kv_cache {
  public:
+  kv_cache();
+  kv_cache(kv_cache&&) noexcept;
+  kv_cache& operator=(kv_cache&&) noexcept;
+  ~kv_cache();
+
   int64_t length() const { return length_; }  // tokens held
   int64_t bytes() const;                      // device memory held, capacity included
   // Forgets every token from position `n` on (n <= length()).
   void truncate(int64_t n);
   void clear() { truncate(0); }
+  // Whether its keys and values live in a slot of a decode pool.
+  bool pooled() const { return lease_ != nullptr; }
 
  private:
   friend class transformer;
+  struct slot_lease;  // a decode pool's slot, given back on destruction
   // Token-major, so that any run of positions is one contiguous block (the batched decode step
-  // copies them in one launch for all sequences).
+  // copies them in one launch for all sequences). In a pool's slot they are views of it.
   std::vector<torch::Tensor> keys_;    // per layer: [capacity, kv_heads, head_dim]
   std::vector<torch::Tensor> values_;  // per layer: [capacity, kv_heads, head_dim]
   int64_t length_ = 0;
+  std::unique_ptr<slot_lease> lease_;
 };
 
 // Mixed precision for the scope's lifetime (LibTorch's autocast, thread-local): on `device`'s
@@ -64,6 +76,14 @@ class autocast_scope {
   bool was_enabled_;
   torch::ScalarType was_dtype_;
 };
+
+// Whether SDPA tries cuDNN's fused attention first on CUDA (prefill and training; the batched
+// decode calls flash attention itself), instead of ATen's own order, which puts flash first
+// (learner.attention = "cudnn"). ATen keeps one order per process, so this is process-wide.
+// With cuDNN first, grouped key and value heads are repeated to every query head, so that
+// cuDNN, which takes equal head counts, can run; where it cannot, SDPA falls back in order.
+void prefer_cudnn_attention(bool on);
+bool cudnn_attention_preferred();
 
 class transformer {
  public:
@@ -115,6 +135,17 @@ class transformer {
   // per batch size, captured on first use); implies the batched step. Off by default
   // (policy.cuda_graphs). Throws model_error where this build cannot capture graphs.
   void set_cuda_graphs(bool on);
+  // A decode pool of `slots` caches of up to `tokens` tokens each, allocated now, layer by layer
+  // in one tensor (policy.decode_pool_slots, policy.decode_pool_tokens; 0 slots: none, the
+  // default). A cache takes a free slot when it grows and fits, and leaves it for memory of its
+  // own when it outgrows it. A decode step whose caches all hold slots of the pool runs, with
+  // CUDA graphs on, as one graph: the new keys and values are written into the pool and one
+  // variable-length flash-attention call per layer reads every sequence's slot in place, so the
+  // step costs the host a copy of its inputs and one launch whatever the batch. Throws
+  // model_error for a bad size or where the memory cannot be had.
+  void set_decode_pool(int64_t slots, int64_t tokens);
+  // Decode steps that ran as one graph on the pool's slots, since the model was loaded.
+  int64_t pooled_steps() const { return pooled_steps_; }
 
   // The weights under their Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
@@ -137,7 +168,10 @@ class transformer {
   transformer(model_config config, torch::Device device, torch::ScalarType dtype);
   struct layers;         // the modules, defined in transformer.cpp
   struct decode_batch;   // a captured decode step, defined in transformer.cpp
+  struct pooled_step;    // a decode step on pooled caches captured whole, defined there
   decode_batch& graphed_batch(int64_t batch_size);
+  pooled_step& graphed_pooled_step(int64_t batch_size);
+  void place_in_pool(kv_cache& cache, int64_t need);
   model_config config_;
   torch::Device device_;
   torch::ScalarType dtype_;
@@ -146,6 +180,9 @@ class transformer {
   bool batched_decode_ = false;
   bool cuda_graphs_ = false;
   std::map<int64_t, std::unique_ptr<decode_batch>> graphs_;  // by batch size
+  std::shared_ptr<decode_pool> pool_;
+  int64_t pooled_steps_ = 0;
+  std::map<int64_t, std::unique_ptr<pooled_step>> pooled_graphs_;  // by batch size, on pool_
 };
 
 }  // namespace cuda_agent::model

@@ -37,9 +37,12 @@ policy_settings policy_settings::from(const settings& config) {
   s.top_k = config.get_int("policy.top_k");
   s.seed = config.get_int("policy.seed");
   s.max_batch = config.get_int("policy.max_batch");
+  s.prefill_batch_tokens = config.get_int("policy.prefill_batch_tokens");
   s.batched_decode = config.get_bool("policy.batched_decode");
   s.cuda_graphs = config.get_bool("policy.cuda_graphs");
   s.cache_budget_mb = config.get_int("policy.cache_budget_mb");
+  s.decode_pool_slots = config.get_int("policy.decode_pool_slots");
+  s.decode_pool_tokens = config.get_int("policy.decode_pool_tokens");
   if (s.temperature < 0 || s.temperature > 2)
     throw config_error{"setting 'policy.temperature' must be between 0 and 2"};
   if (s.top_p <= 0 || s.top_p > 1)
@@ -47,6 +50,9 @@ policy_settings policy_settings::from(const settings& config) {
   if (s.cuda_graphs && !s.batched_decode)
     throw config_error{"setting 'policy.cuda_graphs' captures the batched decode step; set policy.batched_decode = true "
                        "as well, or policy.cuda_graphs = false"};
+  if (s.decode_pool_slots > 0 && s.decode_pool_tokens == 0)
+    throw config_error{"setting 'policy.decode_pool_slots' needs policy.decode_pool_tokens, the tokens of each slot "
+                       "(for example policy.context_tokens)"};
   if (s.max_tokens >= s.context_tokens)
     throw config_error{"setting 'policy.max_tokens' must be below policy.context_tokens"};
   return s;

@@ -50,9 +50,12 @@ struct policy_settings {
   int64_t top_k = 0;
   int64_t seed = 0;
   int64_t max_batch = 32;
+  int64_t prefill_batch_tokens = 16384;
   bool batched_decode = true;
   bool cuda_graphs = false;
   int64_t cache_budget_mb = 8192;
+  int64_t decode_pool_slots = 0;   // 0: no decode pool
+  int64_t decode_pool_tokens = 0;
 
   // the policy actor's credit
   int32_t max_concurrency = 64;

@@ -77,6 +77,7 @@ torch_backend::torch_backend(const policy_settings& settings)
   model_->set_batched_decode(settings_.batched_decode);
   try {
     model_->set_cuda_graphs(settings_.cuda_graphs);
+    model_->set_decode_pool(settings_.decode_pool_slots, settings_.decode_pool_tokens);
   } catch (const model::model_error& e) {
     throw config_error{e.what()};
   }
@@ -93,6 +94,7 @@ torch_backend::torch_backend(const policy_settings& settings)
     if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) stop_ids_.push_back(id);
   model::engine_options options;
   options.max_batch = settings_.max_batch;
+  options.prefill_batch_tokens = settings_.prefill_batch_tokens;
   options.cache_budget_bytes = settings_.cache_budget_mb << 20;
   engine_ = std::make_unique<model::generation_engine>(model_, options);
   spdlog::info("policy: torch backend on {} ({}), {} layers, vocab {}, chat format {}",

@@ -80,6 +80,8 @@ struct bench_generate_options {
   bool no_hf = false;
   bool batched_decode = false;
   bool cuda_graphs = false;
+  bool decode_pool = false;
+  int64_t prefill_batch_tokens = model::engine_options{}.prefill_batch_tokens;
   bool json = false;
 };
 
@@ -131,16 +133,17 @@ std::vector<int64_t> random_prompt(std::mt19937_64& rng, int64_t vocab, int64_t 
 double time_engine(model::generation_engine& engine, const std::vector<std::vector<int64_t>>& prompts,
                    int32_t max_tokens, std::vector<model::generation_result>* results = nullptr,
                    const std::string& sequence_id = {}) {
-  const auto start = clock_type::now();
-  std::vector<std::future<model::generation_result>> futures;
+  std::vector<model::generation_request> requests;
   for (const auto& prompt : prompts) {
     model::generation_request request;
     request.sequence_id = sequence_id;
     request.prompt = prompt;
     request.sampling.temperature = 0;
     request.sampling.max_tokens = max_tokens;
-    futures.push_back(engine.submit(std::move(request)));
+    requests.push_back(std::move(request));
   }
+  const auto start = clock_type::now();
+  auto futures = engine.submit_all(std::move(requests));
   for (auto& f : futures) {
     auto result = f.get();
     if (results) results->push_back(std::move(result));
@@ -277,6 +280,17 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   } catch (const model::model_error& e) {
     throw usage_error{e.what()};
   }
+  model::engine_options engine_opts;
+  engine_opts.max_batch = *std::max_element(batches.begin(), batches.end());
+  // A slot per sequence of the largest batch, as long as the second turn's conversation.
+  const int64_t pool_tokens = second_turn_length + opt.decode_tokens;
+  if (opt.decode_pool) {
+    try {
+      net->set_decode_pool(engine_opts.max_batch, pool_tokens);
+    } catch (const model::model_error& e) {
+      throw usage_error{e.what()};
+    }
+  }
   const auto& c = net->config();
   int64_t parameters = 0;
   for (const auto& [name, tensor] : net->named_parameters()) parameters += tensor.numel();
@@ -284,9 +298,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   const int64_t weight_bytes = parameters * elem;
   auto kv_bytes = [&](int64_t context) { return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * context * elem; };
 
-  model::engine_options engine_opts;
-  engine_opts.max_batch = *std::max_element(batches.begin(), batches.end());
   engine_opts.cache_budget_bytes = int64_t{1} << 60;  // the device's memory is the limit here, not the budget
+  engine_opts.prefill_batch_tokens = opt.prefill_batch_tokens;
   model::generation_engine engine{net, engine_opts};
   std::mt19937_64 rng{42};
   time_engine(engine, {random_prompt(rng, c.vocab_size, 16)}, 4);  // warm-up
@@ -376,6 +389,10 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     out["decode_tokens"] = opt.decode_tokens;
     out["decode_attention"] = opt.batched_decode || opt.cuda_graphs ? "batched" : "per_sequence";
     out["cuda_graphs"] = opt.cuda_graphs;
+    out["decode_pool"] = opt.decode_pool ? nlohmann::json{{"slots", engine_opts.max_batch}, {"tokens", pool_tokens}}
+                                         : nlohmann::json();
+    out["pooled_decode_steps"] = net->pooled_steps();  // decode steps that ran as one graph on the pool
+    out["prefill_batch_tokens"] = opt.prefill_batch_tokens;
     out["repeats"] = opt.repeats;
     out["bandwidth_gbs"] = bandwidth > 0 ? nlohmann::json(bandwidth) : nlohmann::json();
     if (hf.is_null()) {
@@ -410,11 +427,14 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                       (long long)c.num_key_value_heads, (long long)c.head_dim, double(parameters) / 1e6,
                       double(weight_bytes) / 1e6, dtype_name.c_str());
   std::cout << "device " << opt.device << ", threads " << threads_note << ", decode " << opt.decode_tokens
-            << " tokens, " << opt.repeats << " repeats per cell (median [min-max])\n";
+            << " tokens, " << opt.repeats << " repeats per cell (median [min-max]), prefill steps of up to "
+            << opt.prefill_batch_tokens << " tokens\n";
   std::cout << "decode step: "
-            << (opt.cuda_graphs      ? "batched attention, the rest replayed from CUDA graphs"
+            << (opt.cuda_graphs && opt.decode_pool ? "one CUDA graph on the decode pool's slots"
+                : opt.cuda_graphs    ? "batched attention, the rest replayed from CUDA graphs"
                 : opt.batched_decode ? "batched attention"
                                      : "attention one sequence at a time")
+            << (opt.decode_pool ? " (" + std::to_string(net->pooled_steps()) + " steps as one graph on the pool)" : "")
             << "\n";
   if (hf.is_null())
     std::cout << "transformers: skipped (--no-hf)\n";
@@ -481,8 +501,14 @@ void add_bench_generate_command(CLI::App& bench, invocation& inv) {
   cmd->add_flag("--no-hf", opt->no_hf, "Skip the transformers side");
   cmd->add_flag("--batched-decode", opt->batched_decode,
                 "Decode attention for all sequences in one call (policy.batched_decode) instead of one at a time");
+  cmd->add_flag("--decode-pool", opt->decode_pool,
+                "Keep the caches in a decode pool of one slot per sequence of the largest batch (policy.decode_pool_slots); "
+                "with --cuda-graphs each decode step is one graph");
   cmd->add_flag("--cuda-graphs", opt->cuda_graphs,
                 "The batched decode step with everything but attention replayed from CUDA graphs (policy.cuda_graphs)");
+  cmd->add_option("--prefill-batch-tokens", opt->prefill_batch_tokens,
+                  "Tokens of one prefill step, padding included (policy.prefill_batch_tokens; 1: each prompt alone)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt, &inv] { return run_bench_generate(*opt, inv.config); }; });
 }

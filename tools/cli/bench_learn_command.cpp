@@ -6,9 +6,9 @@
 // policy tokens), in one micro-batch (token budget E * T). One warm-up step, then --repeats timed
 // steps, the device synchronised around each. FLOPs per forward of T tokens: 2 * (matrix
 // parameters) * T + 2 * layers * T^2 * (heads * head_dim) (causal attention's two products);
-// a backward is twice a forward. RFT = 3 forwards of the actor; PPO = the old log-probabilities
-// and values (a forward of each model) + a forward and backward of each = 4 (F_actor + F_critic),
-// the critic without the lm_head. MFU is against --peak-tflops (on cuda by default the H200's
+// a backward is twice a forward. RFT = 3 forwards of the actor; PPO = a forward and backward of
+// each model = 3 (F_actor + F_critic), the critic without the lm_head (its first epoch's forwards
+// give the old log-probabilities and values themselves). MFU is against --peak-tflops (on cuda by default the H200's
 // 67 TFLOP/s of fp32 without tensor cores: the learner computes in fp32 and LibTorch leaves TF32
 // off). A cell that runs out of memory says so and the others go on.
 #include <algorithm>
@@ -45,6 +45,7 @@ struct bench_learn_options {
   int64_t logit_chunk = learner::learner_options{}.logit_chunk_tokens;
   bool recompute_layers = learner::learner_options{}.activation_checkpointing;
   std::string compute_dtype = learner::learner_options{}.compute_dtype;
+  std::string attention = learner::learner_options{}.attention;
   bool json = false;
 };
 
@@ -114,9 +115,9 @@ int run_bench_learn(bench_learn_options opt) {
   if (!opt.json)
     std::printf(
         "bench learn: %s (random fp32 weights), %s, %d episode(s) per step, %d timed steps per cell, "
-        "logits %lld positions at a time, activation checkpointing %s, compute %s\n",
+        "logits %lld positions at a time, activation checkpointing %s, compute %s, attention %s\n",
         opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk),
-        opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str());
+        opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str(), opt.attention.c_str());
   if (!opt.json)
     std::printf("%-5s %8s %14s %12s %10s %7s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s", "MFU");
   for (const auto& stage : stages)
@@ -130,6 +131,7 @@ int run_bench_learn(bench_learn_options opt) {
         options.logit_chunk_tokens = opt.logit_chunk;
         options.activation_checkpointing = opt.recompute_layers;
         options.compute_dtype = opt.compute_dtype;
+        options.attention = opt.attention;
         learner::learner l{actor, critic, options};
         const auto samples = random_episodes(opt.episodes, length, config.vocab_size, 7);
         std::vector<double> seconds;
@@ -148,7 +150,7 @@ int run_bench_learn(bench_learn_options opt) {
         const double tokens = static_cast<double>(length * opt.episodes);
         const double flops = static_cast<double>(opt.episodes) *
                              (stage == "rft" ? 3.0 * forward_flops(config, length, true)
-                                             : 4.0 * (forward_flops(config, length, true) +
+                                             : 3.0 * (forward_flops(config, length, true) +
                                                       forward_flops(config, length, false)));
         row["step_s"] = {{"median", median}, {"min", seconds.front()}, {"max", seconds.back()}};
         row["tokens_per_s"] = tokens / median;
@@ -171,7 +173,7 @@ int run_bench_learn(bench_learn_options opt) {
   if (opt.json)
     std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"logit_chunk_tokens", opt.logit_chunk},
                                  {"activation_checkpointing", opt.recompute_layers},
-                                 {"compute_dtype", opt.compute_dtype}, {"rows", rows}}
+                                 {"compute_dtype", opt.compute_dtype}, {"attention", opt.attention}, {"rows", rows}}
                      .dump()
               << "\n";
   else if (peak > 0)
@@ -202,6 +204,8 @@ void add_bench_learn_command(CLI::App& bench, invocation& inv) {
                   "Recompute each layer in the backward (learner.activation_checkpointing): true or false");
   cmd->add_option("--compute-dtype", opt->compute_dtype, "learner.compute_dtype: float32 or bfloat16 (autocast)")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--attention", opt->attention, "learner.attention: default (flash first) or cudnn")
+      ->check(CLI::IsMember({"default", "cudnn"}));
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt] { return run_bench_learn(*opt); }; });
 }

@@ -3,10 +3,12 @@
 //   engine_probe script.json > out.json
 //
 // The script: {"model": DIR, "dtype": "float32", "device": "cpu" (or "cuda:0"), "batched_decode": false, "cuda_graphs": false,
-// "options": {"max_batch", "cache_budget_bytes"},
+// "decode_pool": [slots, tokens] (optional),
+// "options": {"max_batch", "cache_budget_bytes", "prefill_batch_tokens"},
 // "ops": [...]}, each op one of
 //   {"op": "submit", "name", "sequence_id", "prompt": [ids], "sampling": {...}}
 //   {"op": "submit_parallel", "requests": [submit ops]}  each from a thread of its own, at once
+//   {"op": "submit_all", "requests": [submit ops]}       in one submit_all call
 //   {"op": "wait", "names": [...]}          the named results (or their errors) are recorded
 //   {"op": "wait_all"}                      every result not waited for yet
 //   {"op": "stats", "name"}                 engine_stats at this point
@@ -16,7 +18,8 @@
 //   {"op": "destroy"}                       the engine destroyed with requests pending
 //   {"op": "timer_start"} / {"op": "timer_stop", "name"}   wall seconds, recorded
 // The output: {"results": {name: result | {"error": message}}, "stats": {name: ...},
-// "timings": {name: seconds}, "errors": {op index: message}}.
+// "timings": {name: seconds}, "errors": {op index: message}, "pooled_steps": decode steps run as one
+// graph on the decode pool}.
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -39,6 +42,7 @@ model::engine_options options_from(const json& j) {
   model::engine_options o;
   o.max_batch = j.value("max_batch", o.max_batch);
   o.cache_budget_bytes = j.value("cache_budget_bytes", o.cache_budget_bytes);
+  o.prefill_batch_tokens = j.value("prefill_batch_tokens", o.prefill_batch_tokens);
   return o;
 }
 
@@ -56,6 +60,7 @@ model::sampling_params sampling_from(const json& j) {
 json stats_json(const model::engine_stats& s) {
   return {{"prefilled_tokens", s.prefilled_tokens}, {"cached_tokens", s.cached_tokens},
           {"decoded_tokens", s.decoded_tokens},     {"decode_steps", s.decode_steps},
+          {"prefill_steps", s.prefill_steps},
           {"evictions", s.evictions},               {"largest_batch", s.largest_batch},
           {"cache_bytes", s.cache_bytes}};
 }
@@ -81,6 +86,9 @@ int main(int argc, char** argv) {
   auto transformer = model::transformer::load(script.at("model").get<std::string>(), device, dtype);
   transformer->set_batched_decode(script.value("batched_decode", false));
   transformer->set_cuda_graphs(script.value("cuda_graphs", false));
+  if (script.contains("decode_pool")) {  // [slots, tokens]
+    transformer->set_decode_pool(script["decode_pool"].at(0).get<int64_t>(), script["decode_pool"].at(1).get<int64_t>());
+  }
   auto engine = std::make_unique<model::generation_engine>(
       transformer, options_from(script.value("options", json::object())));
 
@@ -116,6 +124,12 @@ int main(int argc, char** argv) {
       };
       if (kind == "submit") {
         futures[op.at("name").get<std::string>()] = engine->submit(request_of(op));
+      } else if (kind == "submit_all") {
+        std::vector<model::generation_request> requests;
+        for (const auto& r : op.at("requests")) requests.push_back(request_of(r));
+        auto submitted = engine->submit_all(std::move(requests));
+        for (size_t k = 0; k < submitted.size(); ++k)
+          futures[op.at("requests")[k].at("name").get<std::string>()] = std::move(submitted[k]);
       } else if (kind == "submit_parallel") {
         const auto& requests = op.at("requests");
         std::vector<std::future<model::generation_result>> submitted(requests.size());
@@ -156,6 +170,7 @@ int main(int argc, char** argv) {
   }
   while (!futures.empty()) collect(futures.begin()->first);
   engine.reset();
+  out["pooled_steps"] = transformer->pooled_steps();
   std::cout << out.dump() << "\n";
   return 0;
 }

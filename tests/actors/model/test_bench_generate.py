@@ -85,6 +85,17 @@ def test_short_run_without_transformers():
     check_common(out, bandwidth=10)
 
 
+def test_short_run_with_the_decode_pool():
+    """--decode-pool on CPU: the caches live in a pool of one slot per sequence of the largest
+    batch, as long as the second turn; no graph runs off CUDA, so no step is a pooled graph."""
+    r = run(SHORT + ["--no-hf", "--decode-pool"])
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    check_common(out)
+    assert out["decode_pool"] == {"slots": 2, "tokens": 64 + 8 + 100 + 8}
+    assert out["pooled_decode_steps"] == 0
+
+
 def test_table_output():
     args = [a for a in SHORT if a != "--json"] + ["--no-hf"]
     r = run(args)

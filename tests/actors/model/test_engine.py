@@ -164,6 +164,40 @@ def test_batched_requests_equal_alone(models, tmp_path):
     assert stats["decoded_tokens"] == sum(s["max_tokens"] for _, _, s in reqs)
 
 
+def test_prompts_prefill_together(models, tmp_path):
+    """Prompts taken at one step boundary share prefill steps where their lengths are close
+    (padding at most a quarter of the real tokens, within prefill_batch_tokens), and give what
+    each gives alone."""
+    model_dir, hf = models["a"]
+    reqs = [(f"p{i}", prompt_of(length, salt=50 + i),
+             dict(temperature=0, max_tokens=6) if i % 2 else dict(SAMPLED, seed=7 + i, max_tokens=6))
+            for i, length in enumerate((30, 120, 32, 29, 31))]
+    alone_ops = []
+    for name, prompt, sampling in reqs:
+        alone_ops += [submit(name, prompt, **sampling), {"op": "wait", "names": [name]}]
+    alone = run_probe(tmp_path, model_dir, alone_ops)["results"]
+
+    def together(budget):
+        ops = [{"op": "submit_all", "requests": [submit(n, p, **s) for n, p, s in reqs]},
+               {"op": "wait_all"}, {"op": "stats", "name": "end"}]
+        out = run_probe(tmp_path, model_dir, ops, {"max_batch": 8, "prefill_batch_tokens": budget})
+        assert out["errors"] == {}
+        for name, prompt, sampling in reqs:
+            assert out["results"][name]["token_ids"] == alone[name]["token_ids"], (budget, name)
+            assert close(out["results"][name]["logprobs"], alone[name]["logprobs"], 1e-5), (budget, name)
+        assert out["stats"]["end"]["prefilled_tokens"] == sum(len(p) for _, p, _ in reqs)
+        return out["stats"]["end"]["prefill_steps"]
+
+    # 29, 30, 31 and 32 tokens in one step (128 padded for 122 real), 120 alone (it would pad
+    # the others to 600 for 242).
+    assert together(16384) == 2
+    # 64 tokens a step: 29 and 30 (60), then 31 and 32 (64), then 120 alone, over the budget.
+    assert together(64) == 3
+    assert together(1) == 5
+    name, prompt, sampling = reqs[1]
+    assert alone[name]["token_ids"] == hf_greedy(hf, prompt, sampling["max_tokens"])[0]
+
+
 def test_max_batch_bounds_the_batch(models, tmp_path):
     model_dir, _ = models["a"]
     reqs = mixed_requests()

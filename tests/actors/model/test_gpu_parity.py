@@ -102,23 +102,30 @@ def test_bf16_logits_match_transformers_on_the_gpu(checkpoint, tmp_path):
 def greedy_run(path, tmp_path, decode):
     """The engine's greedy continuations of the three prompts, decoded together."""
     script = {"model": str(path), "dtype": "bfloat16", "device": "cuda:0",
-              "batched_decode": decode != "per_sequence", "cuda_graphs": decode == "cuda_graphs",
+              "batched_decode": decode != "per_sequence", "cuda_graphs": decode in ("cuda_graphs", "pooled_graphs"),
               "ops": [{"op": "submit_parallel",
                        "requests": [{"name": f"p{i}", "prompt": p,
                                      "sampling": {"temperature": 0.0, "max_tokens": NEW_TOKENS}}
                                     for i, p in enumerate(prompts())]},
                       {"op": "wait_all"}]}
+    if decode == "pooled_graphs":  # a slot for each prompt, as long as its whole continuation
+        script["decode_pool"] = [len(PROMPT_LENGTHS), max(PROMPT_LENGTHS) + NEW_TOKENS]
     (tmp_path / f"{decode}.json").write_text(json.dumps(script))
     results = run_json([ENGINE_PROBE, tmp_path / f"{decode}.json"])
     assert not results["errors"], results["errors"]
+    if decode == "pooled_graphs":  # every decode step but those beside a later prompt's prefill
+        assert results["pooled_steps"] >= NEW_TOKENS - len(PROMPT_LENGTHS), results["pooled_steps"]
+    else:
+        assert results["pooled_steps"] == 0, results["pooled_steps"]
     return results
 
 
-@pytest.mark.parametrize("decode", ["per_sequence", "batched", "cuda_graphs"])
+@pytest.mark.parametrize("decode", ["per_sequence", "batched", "cuda_graphs", "pooled_graphs"])
 def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_path, decode):
     """Each decode path: attention one sequence at a time; for the three prompts (of different
     lengths) in one flash-attention call (policy.batched_decode); and that with the rest of the
-    step replayed from CUDA graphs (policy.cuda_graphs). Each must stay within bf16 steps of
+    step replayed from CUDA graphs (policy.cuda_graphs); and the whole step as one graph on the
+    caches' decode pool (policy.decode_pool_slots). Each must stay within bf16 steps of
     transformers under teacher forcing. The graphs need not choose exactly the eager batched
     path's tokens: one H100 run differed from it at token 133 of 256 and the next run on the same
     machine matched it for all 256, so the two are not bitwise reproducible between runs (the
@@ -127,7 +134,7 @@ def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_pa
     engine agrees with transformers."""
     path, model = checkpoint
     results = greedy_run(path, tmp_path, decode)
-    if decode == "cuda_graphs":
+    if decode in ("cuda_graphs", "pooled_graphs"):
         eager = greedy_run(path, tmp_path, "batched")
         against_eager = []
         for i in range(len(prompts())):
@@ -141,8 +148,8 @@ def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_pa
             against_eager.append({"prompt_tokens": len(prompts()[i]), "identical_tokens": same,
                                   "max_logprob_diff_until_then": diff})
             assert diff <= LOGPROB_TOLERANCE, (i, same, diff)
-        record("cuda_graphs_against_batched", against_eager)
-        print("cuda graphs against eager batched decode:", against_eager)
+        record(f"{decode}_against_batched", against_eager)
+        print(f"{decode} against eager batched decode:", against_eager)
 
     report = []
     for i, prompt in enumerate(prompts()):
@@ -175,7 +182,8 @@ def test_bf16_greedy_tokens_match_transformers_for_256_tokens(checkpoint, tmp_pa
                        "free_running_divergence": diverged,
                        "margin_at_divergence": None if diverged is None else margins[diverged],
                        "distinct_tokens": len(set(ours["token_ids"]))})
-    record({"per_sequence": "greedy", "batched": "greedy_batched_decode", "cuda_graphs": "greedy_cuda_graphs"}[decode],
+    record({"per_sequence": "greedy", "batched": "greedy_batched_decode", "cuda_graphs": "greedy_cuda_graphs",
+            "pooled_graphs": "greedy_pooled_graphs"}[decode],
            report)
     print("greedy:", report)
     for r in report:

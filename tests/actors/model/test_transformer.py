@@ -436,3 +436,37 @@ def test_cuda_without_a_gpu_is_a_one_line_error(checkpoints):
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
     assert "cuda" in result.stderr
+
+
+def test_decode_pool_keeps_every_token_and_logprob(checkpoints, tmp_path):
+    """Caches in a decode pool's slots (policy.decode_pool_slots) give the same tokens and
+    log-probabilities, to the bit, as caches of their own: whether a cache takes a slot at its
+    prefill, finds none free, or outgrows its slot and moves out mid-generation. A cache's slot
+    comes back when the cache is destroyed."""
+    prompts = token_rows(5, [9, 4, 14])
+    spec = write_json(tmp_path, "p.json", {"prompts": prompts})
+    n = 24
+    alone = probe("greedy", checkpoints["qwen2"], spec, n)
+    # Two slots of 20 tokens: the third prompt finds none free; the first two outgrow theirs.
+    small = probe("pool", checkpoints["qwen2"], spec, n, 2, 20)
+    assert small["pooled_after_prefill"] == [True, True, False]
+    assert small["pooled_at_end"] == [False, False, False]
+    # Slots long enough for every continuation: each cache stays in its slot to the end, and
+    # holds the slot's memory.
+    roomy = probe("pool", checkpoints["qwen2"], spec, n, 3, 14 + n)
+    assert roomy["pooled_after_prefill"] == [True, True, True]
+    assert roomy["pooled_at_end"] == [True, True, True]
+    assert len(set(roomy["cache_bytes"])) == 1 and roomy["cache_bytes"][0] > 0
+    for got in (small, roomy):
+        assert got["tokens"] == alone["tokens"]
+        assert got["logprobs"] == alone["logprobs"]
+        assert got["cache_lengths"] == alone["cache_lengths"]
+        assert got["later_cache_pooled"] is True
+
+
+def test_decode_pool_rejects_bad_sizes(checkpoints, tmp_path):
+    spec = write_json(tmp_path, "p.json", {"prompts": [[1, 2, 3]]})
+    for slots, tokens in ((2, 0), (-1, 8)):
+        bad = probe("pool", checkpoints["qwen2"], spec, 1, slots, tokens, check=False)
+        assert bad.returncode == 2, bad.stderr
+        assert "decode pool" in bad.stderr and "must be positive" in bad.stderr, bad.stderr

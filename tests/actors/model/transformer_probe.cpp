@@ -4,6 +4,11 @@
 //                                                     {"input_ids": [[..]], "attention_mask": [[..]]}
 //   transformer_probe greedy DIR INPUT.json N         {"prompts": [[..], ..]}: all prompts in one
 //                                                     batch, N greedy tokens each through step()
+//   transformer_probe pool DIR INPUT.json N SLOTS TOKENS
+//                                                     as greedy, with a decode pool of SLOTS slots
+//                                                     of TOKENS tokens; also which caches held a
+//                                                     slot after the prefill and at the end, and
+//                                                     whether a new cache takes a freed slot
 //   transformer_probe mixed DIR INPUT.json            {"a_prefix", "a_next", "b"}: A decodes while
 //                                                     B prefills in one step(), and each alone
 //   transformer_probe grad DIR INPUT.json NAME [recompute]
@@ -93,8 +98,10 @@ int run(int argc, char** argv) {
         input.contains("attention_mask") ? int_matrix(input["attention_mask"]).to(device) : torch::Tensor();
     torch::NoGradGuard no_grad;
     out["logits"] = to_json(m->forward(ids, mask));
-  } else if (command == "greedy" && argc >= 5) {
+  } else if ((command == "greedy" && argc >= 5) || (command == "pool" && argc >= 7)) {
     auto m = model::transformer::load(dir, torch::kCPU, torch::kFloat32);
+    const bool pool = command == "pool";
+    if (pool) m->set_decode_pool(std::atoll(argv[5]), std::atoll(argv[6]));
     json input = read_json(argv[3]);
     const int n = std::atoi(argv[4]);
     std::vector<std::vector<int64_t>> next;
@@ -104,8 +111,14 @@ int run(int argc, char** argv) {
     for (auto& c : caches) pointers.push_back(&c);
     std::vector<std::vector<int64_t>> tokens(next.size());
     std::vector<std::vector<double>> logprobs(next.size());
+    auto pooled = [&] {
+      json flags = json::array();
+      for (const auto& c : caches) flags.push_back(c.pooled());
+      return flags;
+    };
     for (int i = 0; i < n; ++i) {
       torch::Tensor logits = m->step(next, pointers);
+      if (i == 0 && pool) out["pooled_after_prefill"] = pooled();
       torch::Tensor lp = torch::log_softmax(logits, -1);
       torch::Tensor best = logits.argmax(-1);
       for (size_t b = 0; b < next.size(); ++b) {
@@ -120,6 +133,15 @@ int run(int argc, char** argv) {
     json lengths = json::array();
     for (auto& c : caches) lengths.push_back(c.length());
     out["cache_lengths"] = lengths;
+    if (pool) {
+      out["pooled_at_end"] = pooled();
+      out["cache_bytes"] = json::array();
+      for (const auto& c : caches) out["cache_bytes"].push_back(c.bytes());
+      caches.clear();  // their slots go back
+      model::kv_cache later = m->new_cache();
+      m->step({{1, 2, 3}}, {&later});
+      out["later_cache_pooled"] = later.pooled();
+    }
   } else if (command == "mixed" && argc >= 4) {
     auto m = model::transformer::load(dir, torch::kCPU, torch::kFloat32);
     json input = read_json(argv[3]);
