@@ -10,7 +10,9 @@
 // each model = 3 (F_actor + F_critic), the critic without the lm_head (its first epoch's forwards
 // give the old log-probabilities and values themselves). MFU is against --peak-tflops (on cuda by default the H200's
 // 67 TFLOP/s of fp32 without tensor cores: the learner computes in fp32 and LibTorch leaves TF32
-// off). A cell that runs out of memory says so and the others go on.
+// off). A cell that runs out of memory says so and the others go on. Each row also carries the
+// warm-up step's losses and gradient norm: the same weights and episodes in every run, so two runs
+// that differ only in a kernel (--attention) or a dtype can be compared number for number.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -119,7 +121,8 @@ int run_bench_learn(bench_learn_options opt) {
         opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk),
         opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str(), opt.attention.c_str());
   if (!opt.json)
-    std::printf("%-5s %8s %14s %12s %10s %7s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s", "MFU");
+    std::printf("%-5s %8s %14s %12s %10s %7s  %s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s", "MFU",
+                "first step: loss, actor grad norm");
   for (const auto& stage : stages)
     for (const auto length : lengths) {
       nlohmann::json row{{"stage", stage}, {"tokens_per_episode", length}, {"episodes", opt.episodes}};
@@ -135,15 +138,24 @@ int run_bench_learn(bench_learn_options opt) {
         learner::learner l{actor, critic, options};
         const auto samples = random_episodes(opt.episodes, length, config.vocab_size, 7);
         std::vector<double> seconds;
+        learner::step_report first;  // the warm-up step's: same weights and episodes in every run
         for (int i = 0; i <= opt.repeats; ++i) {
           sync();
           const auto t0 = std::chrono::steady_clock::now();
-          if (stage == "rft")
-            l.rft_step(samples);
-          else
-            l.ppo_step(samples);
+          const auto report = stage == "rft" ? l.rft_step(samples) : l.ppo_step(samples);
           sync();
+          if (i == 0) first = report;
           if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        // The first step's losses, to compare runs that differ in a kernel or a dtype only.
+        const double loss = stage == "rft" ? first.sft_loss : first.stats.policy_loss();
+        row["first_step"] = {{"loss", loss},
+                             {"actor_grad_norm", first.actor_grad_norm},
+                             {"critic_grad_norm", first.critic_grad_norm}};
+        if (stage == "ppo") {
+          row["first_step"]["value_loss"] =
+              first.stats.value_tokens > 0 ? first.stats.value_loss_sum / double(first.stats.value_tokens) : 0.0;
+          row["first_step"]["entropy"] = first.stats.entropy();
         }
         std::sort(seconds.begin(), seconds.end());
         const double median = seconds[seconds.size() / 2];
@@ -159,9 +171,9 @@ int run_bench_learn(bench_learn_options opt) {
         if (!opt.json) {
           char mfu[32] = "-";
           if (peak > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * flops / median / 1e12 / peak);
-          std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s\n", stage.c_str(),
+          std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s  %.6g, %.6g\n", stage.c_str(),
                       static_cast<long long>(length), median, seconds.front(), seconds.back(), tokens / median,
-                      flops / median / 1e12, mfu);
+                      flops / median / 1e12, mfu, loss, first.actor_grad_norm);
         }
       } catch (const c10::OutOfMemoryError& e) {
         row["error"] = "out of memory";

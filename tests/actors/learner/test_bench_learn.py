@@ -31,6 +31,27 @@ def test_a_short_run_reports_every_cell():
     rft64 = rows[0]
     forward = 2 * (73728 + 262144) * 64 + 2 * 2 * 64 * 64 * 64
     assert abs(rft64["tflops"] * 1e12 * rft64["step_s"]["median"] - 2 * 3 * forward) < 1e-3 * forward
+    # PPO: a forward and backward of the actor and of the critic (no lm_head), no old-policy forward.
+    ppo64 = rows[2]
+    critic = 2 * 73728 * 64 + 2 * 2 * 64 * 64 * 64
+    assert abs(ppo64["tflops"] * 1e12 * ppo64["step_s"]["median"] - 2 * 3 * (forward + critic)) < 1e-3 * forward
+    # The warm-up step's losses: a random model's next-token loss is about ln(vocab).
+    for r in rows:
+        first = r["first_step"]
+        assert first["actor_grad_norm"] > 0
+        if r["stage"] == "rft":
+            assert 7.0 < first["loss"] < 9.5  # ln 4096 = 8.3
+        else:
+            assert first["value_loss"] > 0 and 7.0 < first["entropy"] < 9.5 and first["critic_grad_norm"] > 0
+
+
+def test_attention_choice_changes_nothing_on_cpu():
+    """learner.attention = cudnn reorders SDPA's CUDA kernels only: on CPU the first step's
+    losses and gradient norms are the same to the bit."""
+    runs = [json.loads(run(["--device", "cpu", "--shape", "tiny", "--tokens", "64", "--repeats", "1",
+                            "--attention", a, "--json"]).stdout) for a in ("default", "cudnn")]
+    assert [r["attention"] for r in runs] == ["default", "cudnn"]
+    assert [r["first_step"] for r in runs[0]["rows"]] == [r["first_step"] for r in runs[1]["rows"]]
 
 
 def test_activation_checkpointing_is_reported():
@@ -44,7 +65,8 @@ def test_activation_checkpointing_is_reported():
 def test_bad_input_is_a_one_line_error():
     for args, word in ((["--tokens", "abc"], "--tokens"), (["--tokens", "64x"], "--tokens"),
                        (["--tokens", "64,,128"], "--tokens"), (["--stages", "sft"], "--stages"),
-                       (["--repeats", "0"], "--repeats"), (["--shape", "gpt5"], "--shape")):
+                       (["--repeats", "0"], "--repeats"), (["--shape", "gpt5"], "--shape"),
+                       (["--attention", "fa9"], "--attention")):
         done = run(["--device", "cpu", *args])
         assert done.returncode == 2 and word in done.stderr, (args, done.stderr)
         assert done.stderr.strip().count("\n") == 0, done.stderr
