@@ -13,9 +13,13 @@
 // off). A cell that runs out of memory says so and the others go on. Each row also carries the
 // warm-up step's losses and gradient norm: the same weights and episodes in every run, so two runs
 // that differ only in a kernel (--attention) or a dtype can be compared number for number.
+// --profile-top N runs one more step per cell under LibTorch's profiler and lists where it went.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -25,6 +29,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -48,8 +53,61 @@ struct bench_learn_options {
   bool recompute_layers = learner::learner_options{}.activation_checkpointing;
   std::string compute_dtype = learner::learner_options{}.compute_dtype;
   std::string attention = learner::learner_options{}.attention;
+  int profile_top = 0;  // > 0: one more step under the profiler, its N costliest names
   bool json = false;
 };
+
+// One step under LibTorch's Kineto profiler: on CUDA the kernels' own GPU time by name (kernels
+// of one stream do not overlap, so the names' times add up to the GPU's busy time, and the rest
+// of the step's wall time is the GPU waiting for the host); on CPU the aten operators' wall time
+// by name, inclusive of the operators they call, so those times overlap and do not add up.
+nlohmann::json profiled_step(const std::function<void()>& step, const std::function<void()>& sync, bool cuda,
+                             int top) {
+  namespace prof = torch::autograd::profiler;
+  using activity = torch::profiler::impl::ActivityType;
+  const prof::ProfilerConfig config{prof::ProfilerState::KINETO, /*report_input_shapes=*/false,
+                                    /*profile_memory=*/false};
+  const std::set<activity> activities = cuda ? std::set<activity>{activity::CPU, activity::CUDA}
+                                             : std::set<activity>{activity::CPU};
+  prof::prepareProfiler(config, activities);
+  sync();
+  prof::enableProfiler(config, activities);
+  const auto t0 = std::chrono::steady_clock::now();
+  step();
+  sync();
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto result = prof::disableProfiler();
+  struct total {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, total> by_name;
+  std::vector<std::pair<uint64_t, uint64_t>> busy;  // device intervals, for the busy time
+  for (const auto& e : result->events()) {
+    const bool on_device = e.deviceType() == c10::DeviceType::CUDA;
+    if (cuda ? !on_device : e.name().rfind("aten::", 0) != 0) continue;
+    total& t = by_name[e.name().substr(0, 120)];
+    t.seconds += static_cast<double>(e.durationNs()) * 1e-9;
+    ++t.calls;
+    if (on_device) busy.emplace_back(e.startNs(), e.endNs());
+  }
+  std::sort(busy.begin(), busy.end());
+  double busy_s = 0;
+  uint64_t reach = 0;
+  for (const auto& [start, end] : busy) {  // the union of the intervals
+    const uint64_t from = std::max(start, reach);
+    if (end > from) busy_s += static_cast<double>(end - from) * 1e-9;
+    reach = std::max(reach, end);
+  }
+  std::vector<std::pair<std::string, total>> ranked(by_name.begin(), by_name.end());
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  nlohmann::json out{{"wall_s", wall_s}, {"what", cuda ? "CUDA kernels, GPU time" : "aten operators, inclusive wall time"}};
+  if (cuda) out["device_busy_s"] = busy_s;
+  out["top"] = nlohmann::json::array();
+  for (size_t i = 0; i < ranked.size() && int(i) < top; ++i)
+    out["top"].push_back({{"name", ranked[i].first}, {"seconds", ranked[i].second.seconds}, {"calls", ranked[i].second.calls}});
+  return out;
+}
 
 std::vector<learner::episode_sample> random_episodes(int count, int64_t length, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng{seed};
@@ -149,6 +207,10 @@ int run_bench_learn(bench_learn_options opt) {
         }
         // The first step's losses, to compare runs that differ in a kernel or a dtype only.
         const double loss = stage == "rft" ? first.sft_loss : first.stats.policy_loss();
+        if (opt.profile_top > 0) {
+          row["profile"] = profiled_step([&] { stage == "rft" ? l.rft_step(samples) : l.ppo_step(samples); }, sync,
+                                         cuda, opt.profile_top);
+        }
         row["first_step"] = {{"loss", loss},
                              {"actor_grad_norm", first.actor_grad_norm},
                              {"critic_grad_norm", first.critic_grad_norm}};
@@ -174,6 +236,15 @@ int run_bench_learn(bench_learn_options opt) {
           std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s  %.6g, %.6g\n", stage.c_str(),
                       static_cast<long long>(length), median, seconds.front(), seconds.back(), tokens / median,
                       flops / median / 1e12, mfu, loss, first.actor_grad_norm);
+          if (row.contains("profile")) {
+            const auto& p = row["profile"];
+            std::printf("      profiled step: %.3f s wall", p["wall_s"].get<double>());
+            if (p.contains("device_busy_s")) std::printf(", GPU busy %.3f s", p["device_busy_s"].get<double>());
+            std::printf("; %s:\n", p["what"].get<std::string>().c_str());
+            for (const auto& t : p["top"])
+              std::printf("        %8.2f ms %6lld x  %s\n", 1e3 * t["seconds"].get<double>(),
+                          static_cast<long long>(t["calls"].get<int64_t>()), t["name"].get<std::string>().c_str());
+          }
         }
       } catch (const c10::OutOfMemoryError& e) {
         row["error"] = "out of memory";
@@ -218,6 +289,10 @@ void add_bench_learn_command(CLI::App& bench, invocation& inv) {
       ->check(CLI::IsMember({"float32", "bfloat16"}));
   cmd->add_option("--attention", opt->attention, "learner.attention: default (flash first) or cudnn")
       ->check(CLI::IsMember({"default", "cudnn"}));
+  cmd->add_option("--profile-top", opt->profile_top,
+                  "Run one more step per cell under the profiler and list its N costliest names (CUDA kernels' GPU "
+                  "time on cuda, aten operators' inclusive time on cpu)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the table");
   cmd->callback([opt, &inv] { inv.action = [opt] { return run_bench_learn(*opt); }; });
 }

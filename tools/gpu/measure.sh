@@ -11,7 +11,8 @@
 #   attention  tools/bench/attention_kernels.py: SDPA's flash, cuDNN and efficient kernels at the
 #              learner's shapes
 #   learn      `bench learn` of the 0.5B shape in bf16, PPO and RFT at 8k and 32k tokens, with
-#              learner.attention default and cudnn side by side
+#              learner.attention default and cudnn side by side, each cell's extra profiled step
+#              listing its PROFILE_TOP (15) costliest kernels
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT_DIR:-${OUT:-runs/measure}}
@@ -51,6 +52,7 @@ fi
 if [[ $parts == *" learn "* ]]; then
   for attention in default cudnn; do
     step timeout "${LEARN_S:-240}" "$bin" bench learn --device cuda --shape qwen2-0.5b --compute-dtype bfloat16 \
-      --tokens 8192,32768 --repeats 2 --attention "$attention" > "$out/learn_$attention.txt" 2>&1
+      --tokens 8192,32768 --repeats 2 --attention "$attention" --profile-top "${PROFILE_TOP:-15}" \
+      > "$out/learn_$attention.txt" 2>&1
   done
 fi

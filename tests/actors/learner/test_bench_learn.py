@@ -70,3 +70,20 @@ def test_bad_input_is_a_one_line_error():
         done = run(["--device", "cpu", *args])
         assert done.returncode == 2 and word in done.stderr, (args, done.stderr)
         assert done.stderr.strip().count("\n") == 0, done.stderr
+
+
+def test_profile_lists_the_costliest_operators():
+    """--profile-top N: one more step per cell under LibTorch's profiler; on CPU its N costliest
+    aten operators by inclusive wall time (on CUDA: kernels by GPU time, with the GPU's busy time)."""
+    done = run(["--device", "cpu", "--shape", "tiny", "--tokens", "64", "--repeats", "1", "--profile-top", "3",
+                "--json"])
+    assert done.returncode == 0, done.stderr
+    for r in json.loads(done.stdout)["rows"]:
+        p = r["profile"]
+        assert p["wall_s"] > 0 and "device_busy_s" not in p and p["what"].startswith("aten operators")
+        assert len(p["top"]) == 3
+        assert all(t["name"].startswith("aten::") and t["seconds"] > 0 and t["calls"] >= 1 for t in p["top"])
+        assert [t["seconds"] for t in p["top"]] == sorted((t["seconds"] for t in p["top"]), reverse=True)
+    plain = json.loads(run(["--device", "cpu", "--shape", "tiny", "--tokens", "64", "--repeats", "1",
+                            "--json"]).stdout)
+    assert all("profile" not in r for r in plain["rows"])
