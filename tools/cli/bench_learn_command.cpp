@@ -196,11 +196,12 @@ int run_bench_learn(bench_learn_options opt) {
         learner::learner l{actor, critic, options};
         const auto samples = random_episodes(opt.episodes, length, config.vocab_size, 7);
         std::vector<double> seconds;
+        auto run_step = [&] { return stage == "rft" ? l.rft_step(samples) : l.ppo_step(samples); };
         learner::step_report first;  // the warm-up step's: same weights and episodes in every run
         for (int i = 0; i <= opt.repeats; ++i) {
           sync();
           const auto t0 = std::chrono::steady_clock::now();
-          const auto report = stage == "rft" ? l.rft_step(samples) : l.ppo_step(samples);
+          const auto report = run_step();
           sync();
           if (i == 0) first = report;
           if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -208,7 +209,7 @@ int run_bench_learn(bench_learn_options opt) {
         // The first step's losses, to compare runs that differ in a kernel or a dtype only.
         const double loss = stage == "rft" ? first.sft_loss : first.stats.policy_loss();
         if (opt.profile_top > 0) {
-          row["profile"] = profiled_step([&] { stage == "rft" ? l.rft_step(samples) : l.ppo_step(samples); }, sync,
+          row["profile"] = profiled_step([&] { run_step(); }, sync,
                                          cuda, opt.profile_top);
         }
         row["first_step"] = {{"loss", loss},
