@@ -10,9 +10,10 @@
 #              (GEN7B=0 skips it)
 #   attention  tools/bench/attention_kernels.py: SDPA's flash, cuDNN and efficient kernels at the
 #              learner's shapes
-#   learn      `bench learn` of the 0.5B shape in bf16, PPO and RFT at 8k and 32k tokens, with
-#              learner.attention default and cudnn side by side, each cell's extra profiled step
-#              listing its PROFILE_TOP (15) costliest kernels
+#   learn      `bench learn` of the 0.5B shape in bf16, PPO and RFT at LEARN_TOKENS (8k and 32k),
+#              once per ';'-separated option set in LEARN_VARIANTS (default: "--attention
+#              default;--attention cudnn"), side by side in learn_<i>.txt, each cell's extra
+#              profiled step listing its PROFILE_TOP (15) costliest kernels
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT_DIR:-${OUT:-runs/measure}}
@@ -50,9 +51,12 @@ if [[ $parts == *" attention "* ]]; then
   step timeout 180 "$PYTHON" tools/bench/attention_kernels.py --tokens 8192,32768 > "$out/attention_kernels.txt" 2>&1
 fi
 if [[ $parts == *" learn "* ]]; then
-  for attention in default cudnn; do
+  IFS=';' read -r -a variants <<< "${LEARN_VARIANTS:---attention default;--attention cudnn}"
+  for i in "${!variants[@]}"; do
+    read -r -a extra <<< "${variants[$i]}"
+    echo "variant $i: ${variants[$i]}" > "$out/learn_$i.txt"
     step timeout "${LEARN_S:-240}" "$bin" bench learn --device cuda --shape qwen2-0.5b --compute-dtype bfloat16 \
-      --tokens 8192,32768 --repeats 2 --attention "$attention" --profile-top "${PROFILE_TOP:-15}" \
-      > "$out/learn_$attention.txt" 2>&1
+      --tokens "${LEARN_TOKENS:-8192,32768}" --repeats 2 --profile-top "${PROFILE_TOP:-15}" "${extra[@]}" \
+      >> "$out/learn_$i.txt" 2>&1
   done
 fi
