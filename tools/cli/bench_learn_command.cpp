@@ -179,8 +179,8 @@ int run_bench_learn(bench_learn_options opt) {
         opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk),
         opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str(), opt.attention.c_str());
   if (!opt.json)
-    std::printf("%-5s %8s %14s %12s %10s %7s  %s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s", "MFU",
-                "first step: loss, actor grad norm");
+    std::printf("%-5s %8s %14s %12s %10s %7s %9s  %s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s",
+                "MFU", "optim s", "first step: loss, actor grad norm");
   for (const auto& stage : stages)
     for (const auto length : lengths) {
       nlohmann::json row{{"stage", stage}, {"tokens_per_episode", length}, {"episodes", opt.episodes}};
@@ -206,6 +206,21 @@ int run_bench_learn(bench_learn_options opt) {
           if (i == 0) first = report;
           if (i > 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
+        // The optimiser steps alone (AdamW of the actor, and of the critic in PPO), on the last
+        // step's gradients: the part of a step that does not grow with the tokens.
+        std::vector<double> optimizer_seconds;
+        for (int i = 0; i < opt.repeats; ++i) {
+          sync();
+          const auto t0 = std::chrono::steady_clock::now();
+          l.actor_optimizer().step();
+          if (stage == "ppo") l.critic_optimizer()->step();
+          sync();
+          optimizer_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::sort(optimizer_seconds.begin(), optimizer_seconds.end());
+        row["optimizer_step_s"] = {{"median", optimizer_seconds[optimizer_seconds.size() / 2]},
+                                   {"min", optimizer_seconds.front()},
+                                   {"max", optimizer_seconds.back()}};
         // The first step's losses, to compare runs that differ in a kernel or a dtype only.
         const double loss = stage == "rft" ? first.sft_loss : first.stats.policy_loss();
         if (opt.profile_top > 0) {
@@ -234,9 +249,10 @@ int run_bench_learn(bench_learn_options opt) {
         if (!opt.json) {
           char mfu[32] = "-";
           if (peak > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * flops / median / 1e12 / peak);
-          std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s  %.6g, %.6g\n", stage.c_str(),
+          std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s %9.4f  %.6g, %.6g\n", stage.c_str(),
                       static_cast<long long>(length), median, seconds.front(), seconds.back(), tokens / median,
-                      flops / median / 1e12, mfu, loss, first.actor_grad_norm);
+                      flops / median / 1e12, mfu, optimizer_seconds[optimizer_seconds.size() / 2], loss,
+                      first.actor_grad_norm);
           if (row.contains("profile")) {
             const auto& p = row["profile"];
             std::printf("      profiled step: %.3f s wall", p["wall_s"].get<double>());

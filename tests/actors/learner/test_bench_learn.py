@@ -26,6 +26,8 @@ def test_a_short_run_reports_every_cell():
         assert 0 < s["min"] <= s["median"] <= s["max"]
         assert r["tokens_per_s"] == 2 * r["tokens_per_episode"] / s["median"]
         assert r["tflops"] > 0 and "mfu" not in r  # no peak on cpu unless given
+        o = r["optimizer_step_s"]
+        assert 0 < o["min"] <= o["median"] <= o["max"]
     # The tiny shape (hidden 64, 2 layers, 4 heads of 16, intermediate 128, vocab 4096, tied):
     # matrices 2 * (64*64 + 2*64*32 + 64*64 + 3*64*128) = 73728, lm_head 262144.
     rft64 = rows[0]
