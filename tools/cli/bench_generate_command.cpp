@@ -89,9 +89,10 @@ struct spread {
   double median = 0, min = 0, max = 0;
 };
 
-spread spread_of(std::vector<double> xs) {
+// None without samples: a rate that no repeat could measure is missing, never 0.
+std::optional<spread> spread_of(std::vector<double> xs) {
+  if (xs.empty()) return std::nullopt;
   spread s;
-  if (xs.empty()) return s;
   std::sort(xs.begin(), xs.end());
   const size_t n = xs.size();
   s.median = n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
@@ -100,7 +101,18 @@ spread spread_of(std::vector<double> xs) {
   return s;
 }
 
-nlohmann::json to_json(const spread& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
+nlohmann::json to_json(const std::optional<spread>& s) {
+  if (!s) return nullptr;
+  return {{"median", s->median}, {"min", s->min}, {"max", s->max}};
+}
+
+// a's median over b's, or none where either is missing.
+std::optional<double> ratio_of(const std::optional<spread>& a, const std::optional<spread>& b) {
+  if (!a || !b || !(b->median > 0)) return std::nullopt;
+  return a->median / b->median;
+}
+
+nlohmann::json to_json(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); }
 
 // One side's times of one cell, seconds per repeat.
 struct cell_times {
@@ -108,7 +120,7 @@ struct cell_times {
 };
 
 struct cell_rates {
-  spread prefill, decode;  // tokens per second
+  std::optional<spread> prefill, decode;  // tokens per second
 };
 
 cell_rates rates_of(const cell_times& t, int64_t batch, int64_t context, int64_t decode_tokens) {
@@ -358,7 +370,6 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
               {"decode_tokens_per_turn", opt.decode_tokens}};
   }
 
-  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   auto roofline = [&](const cell& x) -> nlohmann::json {
     if (x.batch != 1) return nullptr;
     const int64_t bytes = weight_bytes + kv_bytes(x.context);
@@ -366,7 +377,7 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
     if (bandwidth > 0) {
       const double roof_tok_s = bandwidth * 1e9 / double(bytes);
       j["roofline_tok_s"] = roof_tok_s;
-      j["fraction"] = x.engine.decode.median / roof_tok_s;
+      j["fraction"] = x.engine.decode ? nlohmann::json(x.engine.decode->median / roof_tok_s) : nlohmann::json(nullptr);
     } else {
       j["roofline_tok_s"] = nullptr;
       j["fraction"] = nullptr;
@@ -407,8 +418,8 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                        {"engine", {{"prefill_tok_s", to_json(x.engine.prefill)}, {"decode_tok_s", to_json(x.engine.decode)}}}};
       if (x.hf) {
         j["transformers"] = {{"prefill_tok_s", to_json(x.hf->prefill)}, {"decode_tok_s", to_json(x.hf->decode)}};
-        j["ratio"] = {{"prefill", ratio(x.engine.prefill.median, x.hf->prefill.median)},
-                      {"decode", ratio(x.engine.decode.median, x.hf->decode.median)}};
+        j["ratio"] = {{"prefill", to_json(ratio_of(x.engine.prefill, x.hf->prefill))},
+                      {"decode", to_json(ratio_of(x.engine.decode, x.hf->decode))}};
       } else {
         j["transformers"] = nullptr;
         j["ratio"] = nullptr;
@@ -447,8 +458,9 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   for (const auto& x : cells) {
     std::string pre_x = "-", dec_x = "-", roof = "";
     if (x.hf) {
-      pre_x = format("%.2f", ratio(x.engine.prefill.median, x.hf->prefill.median));
-      dec_x = format("%.2f", ratio(x.engine.decode.median, x.hf->decode.median));
+      const auto pre = ratio_of(x.engine.prefill, x.hf->prefill), dec = ratio_of(x.engine.decode, x.hf->decode);
+      if (pre) pre_x = format("%.2f", *pre);
+      if (dec) dec_x = format("%.2f", *dec);
     }
     const auto r = roofline(x);
     if (!r.is_null()) roof = r["fraction"].is_null() ? "n/a" : format("%.1f%%", 100 * r["fraction"].get<double>());

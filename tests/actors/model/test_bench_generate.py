@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 SHORT = ["bench", "generate", "--shape", "tiny", "--contexts", "64", "--batches", "1,2",
-         "--decode-tokens", "8", "--repeats", "1", "--threads", "1", "--json"]
+         "--decode-tokens", "32", "--repeats", "1", "--threads", "1", "--json"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 
@@ -33,14 +33,20 @@ def positive_spread(s):
     return s["median"] > 0 and 0 < s["min"] <= s["median"] <= s["max"]
 
 
+def rate_or_none(s):
+    # A decode rate is the generate run's time less the prefill run's: on a busy host a repeat
+    # can time the decode at or below zero, and a cell whose repeats all did reports none.
+    return s is None or positive_spread(s)
+
+
 def check_common(out, bandwidth=None):
     assert out["device"] == "cpu" and out["dtype"] == "fp32" and out["threads"] == 1
-    assert out["decode_tokens"] == 8 and out["repeats"] == 1
+    assert out["decode_tokens"] == 32 and out["repeats"] == 1
     assert out["model"]["parameters"] > 0 and out["model"]["layers"] == 2 and out["model"]["hidden"] == 64
     assert sorted((c["batch"], c["context"]) for c in out["cells"]) == [(1, 64), (2, 64)]
     for cell in out["cells"]:
         assert positive_spread(cell["engine"]["prefill_tok_s"]), cell
-        assert positive_spread(cell["engine"]["decode_tok_s"]), cell
+        assert rate_or_none(cell["engine"]["decode_tok_s"]), cell
         if cell["batch"] == 1:
             # Weights plus 2 (k and v) x layers x kv heads x head dim x context x 4 bytes.
             kv = 2 * 2 * 2 * 16 * 64 * 4
@@ -50,14 +56,17 @@ def check_common(out, bandwidth=None):
             else:
                 roof = bandwidth * 1e9 / cell["roofline"]["bytes_per_token"]
                 assert cell["roofline"]["roofline_tok_s"] == pytest.approx(roof)
-                assert cell["roofline"]["fraction"] == pytest.approx(cell["engine"]["decode_tok_s"]["median"] / roof)
+                decode = cell["engine"]["decode_tok_s"]
+                assert cell["roofline"]["fraction"] == (None if decode is None else pytest.approx(decode["median"] / roof))
         else:
             assert cell["roofline"] is None
+    # 31 decode steps per generate run outlast a prefill's timing noise in all but rare repeats.
+    assert any(cell["engine"]["decode_tok_s"] for cell in out["cells"]), out["cells"]
     turn = out["second_turn"]
     assert turn["first_prompt_tokens"] == 64 and turn["first_cached_tokens"] == 0
-    assert turn["second_prompt_tokens"] == 64 + 8 + 100
+    assert turn["second_prompt_tokens"] == 64 + 32 + 100
     # The cache holds the whole first turn, prompt and completion; only the 100 new tokens are prefilled.
-    assert turn["second_cached_tokens"] == 64 + 8
+    assert turn["second_cached_tokens"] == 64 + 32
     assert turn["first_turn_s"] > 0 and turn["second_turn_s"] > 0
 
 
@@ -69,8 +78,10 @@ def test_short_run_with_transformers():
     assert out["transformers"]["ran"] is True and out["transformers"]["version"]
     for cell in out["cells"]:
         assert positive_spread(cell["transformers"]["prefill_tok_s"]), cell
-        assert positive_spread(cell["transformers"]["decode_tok_s"]), cell
-        assert cell["ratio"]["prefill"] > 0 and cell["ratio"]["decode"] > 0
+        assert rate_or_none(cell["transformers"]["decode_tok_s"]), cell
+        assert cell["ratio"]["prefill"] > 0
+        both = cell["engine"]["decode_tok_s"] and cell["transformers"]["decode_tok_s"]
+        assert (cell["ratio"]["decode"] > 0) if both else cell["ratio"]["decode"] is None
 
 
 def test_short_run_without_transformers():
@@ -92,7 +103,7 @@ def test_short_run_with_the_decode_pool():
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     check_common(out)
-    assert out["decode_pool"] == {"slots": 2, "tokens": 64 + 8 + 100 + 8}
+    assert out["decode_pool"] == {"slots": 2, "tokens": 64 + 32 + 100 + 32}
     assert out["pooled_decode_steps"] == 0
 
 
