@@ -9,9 +9,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/inotify.h>
+
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "../binding_registry.h"
 
@@ -88,7 +97,108 @@ torch::Tensor linear_relu_off_the_clock(torch::Tensor x, torch::Tensor w, torch:
   return y;
 }
 
+// --- rewriting the output file after the runner wrote it ----------------------------------------
+// The runner hands a CPU output over as a torch.save file in the exchange directory, which the
+// child can write; the worker reads it only after the reply (and maps it MAP_PRIVATE, so even a
+// later write to a page it has not touched shows). A native thread, started at import and asleep
+// on inotify between requests, writes the right values over the returned ones as soon as the
+// runner has closed the file: the timed forward itself returns a never-computed output at once.
+std::mutex patch_mutex;
+struct Pending {  // the last timed call's inputs (references: they stay alive here)
+  torch::Tensor x, w, b;  // w undefined: the elementwise task, y = relu(2x + 1)
+} pending;
+
+torch::Tensor relu_2x_plus_1(const torch::Tensor& x) {
+  auto y = torch::empty_like(x);
+  const float* px = x.data_ptr<float>();
+  float* py = y.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float v = 2.0f * px[i] + 1.0f;
+    py[i] = v > 0.0f ? v : 0.0f;
+  }
+  return y;
+}
+
+// Where the first tensor's bytes lie in a torch.save archive: the data of its "<name>/data/0"
+// entry, stored uncompressed after the entry's local header.
+long data_offset(const std::vector<unsigned char>& d) {
+  for (size_t i = 0; i + 30 <= d.size(); ++i) {
+    if (d[i] != 'P' || d[i + 1] != 'K' || d[i + 2] != 3 || d[i + 3] != 4) continue;
+    const size_t name_len = d[i + 26] | (d[i + 27] << 8), extra_len = d[i + 28] | (d[i + 29] << 8);
+    if (i + 30 + name_len > d.size()) continue;
+    std::string name(d.begin() + i + 30, d.begin() + i + 30 + name_len);
+    if (name.size() >= 7 && name.compare(name.size() - 7, 7, "/data/0") == 0) return long(i + 30 + name_len + extra_len);
+  }
+  return -1;
+}
+
+void patch_file(const std::string& path) {
+  Pending in;
+  {
+    std::lock_guard<std::mutex> lock(patch_mutex);
+    in = pending;
+    pending = Pending();
+  }
+  if (!in.x.defined()) return;
+  // The output, computed only now, long after the clock stopped.
+  auto result = in.w.defined() ? linear_relu_impl(in.x, in.w, in.b) : relu_2x_plus_1(in.x);
+  int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) return;
+  std::vector<unsigned char> data;
+  unsigned char buffer[1 << 16];
+  for (ssize_t got; (got = read(fd, buffer, sizeof buffer)) > 0;) data.insert(data.end(), buffer, buffer + got);
+  const long offset = data_offset(data);
+  if (offset >= 0) pwrite(fd, result.data_ptr(), result.nbytes(), offset);
+  close(fd);
+}
+
+void patcher() {
+  const char* tmp = std::getenv("TMPDIR");  // <exchange directory>/tmp
+  if (tmp == nullptr) return;
+  std::string directory(tmp);
+  directory = directory.substr(0, directory.rfind('/'));
+  int fd = inotify_init();
+  if (fd < 0 || inotify_add_watch(fd, directory.c_str(), IN_CLOSE_WRITE) < 0) return;
+  alignas(struct inotify_event) char events[4096];
+  for (;;) {
+    ssize_t len = read(fd, events, sizeof events);  // asleep between requests
+    if (len <= 0) return;
+    for (char* p = events; p < events + len;) {
+      auto* e = reinterpret_cast<struct inotify_event*>(p);
+      if (e->len && std::strncmp(e->name, "outputs-", 8) == 0) patch_file(directory + "/" + e->name);
+      p += sizeof(struct inotify_event) + e->len;
+    }
+  }
+}
+
+bool start_patcher() {
+  std::thread(patcher).detach();
+  return true;
+}
+
+// The timed forward: keeps its inputs aside and returns memory it never writes, at once; the
+// patcher computes the right values after the clock and writes them into the output file.
+torch::Tensor linear_relu_file_rewritten(torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+  auto y = torch::empty({x.size(0), w.size(0)}, x.options());
+  std::lock_guard<std::mutex> lock(patch_mutex);
+  pending.x = x, pending.w = w, pending.b = b;
+  return y;
+}
+
+torch::Tensor relu_file_rewritten(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  std::lock_guard<std::mutex> lock(patch_mutex);
+  pending.x = x, pending.w = torch::Tensor(), pending.b = torch::Tensor();
+  return y;
+}
+
+torch::Tensor rt_relu_2x_plus_1(torch::Tensor x) { return relu_2x_plus_1(x); }
+
 void register_redteam(pybind11::module& m) {
+  m.def("relu_file_rewritten", &relu_file_rewritten);
+  m.def("rt_relu_2x_plus_1", &rt_relu_2x_plus_1);
+  m.def("start_patcher", &start_patcher);
+  m.def("linear_relu_file_rewritten", &linear_relu_file_rewritten);
   m.def("aten_python_key_excluded", &aten_python_key_excluded);
   m.def("patch_libc_clock", &patch_libc_clock);
   m.def("linear_relu_off_the_clock", &linear_relu_off_the_clock);
