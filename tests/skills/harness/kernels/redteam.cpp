@@ -112,7 +112,8 @@ torch::Tensor relu_2x_plus_1(const torch::Tensor& x) {
   auto y = torch::empty_like(x);
   const float* px = x.data_ptr<float>();
   float* py = y.data_ptr<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) {
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
     const float v = 2.0f * px[i] + 1.0f;
     py[i] = v > 0.0f ? v : 0.0f;
   }
@@ -194,7 +195,73 @@ torch::Tensor relu_file_rewritten(torch::Tensor x) {
 
 torch::Tensor rt_relu_2x_plus_1(torch::Tensor x) { return relu_2x_plus_1(x); }
 
+// --- slowing the baselines down from the child ---------------------------------------------------
+// Native threads started at import thrash the caches and memory bus whenever the candidate's own
+// forward is not running, so eager and torch.compile, timed in the worker on the same host, run
+// slower. All of them sleep together for 1 ms of every 4 (wait_quiet, which looks for a moment
+// with no running thread in the child before each timed set, finds one there), and they stand
+// still while the candidate's forward runs.
+std::atomic<int> in_forward{0};
+
+int64_t now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+void sleep_ns(int64_t ns) {
+  struct timespec ts{time_t(ns / 1000000000LL), long(ns % 1000000000LL)};
+  nanosleep(&ts, nullptr);
+}
+
+// Whether the runner's main thread is asleep (blocked in its read of the next request: the
+// worker is busy, timing its baselines or comparing).
+bool main_thread_asleep() {
+  static const std::string path = "/proc/self/task/" + std::to_string(getpid()) + "/stat";
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  char buffer[512];
+  ssize_t n = read(fd, buffer, sizeof buffer - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buffer[n] = 0;
+  const char* state = std::strrchr(buffer, ')');
+  return state != nullptr && state[1] == ' ' && state[2] == 'S';
+}
+
+void interferer() {
+  std::vector<unsigned char> buffer(32 << 20);
+  size_t at = 0;
+  for (;;) {
+    const int64_t phase = now_ns() % 4000000;
+    if (in_forward.load(std::memory_order_relaxed) || !main_thread_asleep()) {
+      sleep_ns(20000);
+      continue;
+    }
+    if (phase < 1000000) {
+      sleep_ns(1000000 - phase);
+      continue;
+    }
+    for (int i = 0; i < 1024; ++i, at = (at + 64) % buffer.size()) buffer[at] += 1;  // a cache line each
+  }
+}
+
+bool start_interference(int64_t threads) {
+  for (int64_t i = 0; i < threads; ++i) std::thread(interferer).detach();
+  return true;
+}
+
+// The honest fused kernel; the interference stands still while it runs.
+torch::Tensor relu_quietly(torch::Tensor x) {
+  in_forward = 1;
+  auto y = relu_2x_plus_1(x);
+  in_forward = 0;
+  return y;
+}
+
 void register_redteam(pybind11::module& m) {
+  m.def("start_interference", &start_interference);
+  m.def("relu_quietly", &relu_quietly);
   m.def("relu_file_rewritten", &relu_file_rewritten);
   m.def("rt_relu_2x_plus_1", &rt_relu_2x_plus_1);
   m.def("start_patcher", &start_patcher);
