@@ -49,9 +49,19 @@ def test_cheat_is_caught_and_named(worker, solutions, name):
         os.remove(marker)
 
 
-@pytest.mark.parametrize("name", candidate_names("known_hole"))
-@pytest.mark.xfail(strict=True, reason="a known hole (the candidate's known_hole); when this passes, "
-                                       "the hole is closed: drop known_hole from its candidate.json")
+def known_holes():
+    """Each known hole as a strict xfail, but for a cheat that wins a race only most of the time
+    ("racy" in its candidate.json: it may lose, be judged wrong and pass the test by chance)."""
+    reason = "a known hole (the candidate's known_hole); when this passes, the hole is closed: drop known_hole " \
+             "from its candidate.json"
+    out = []
+    for name in candidate_names("known_hole"):
+        meta = json.load(open(os.path.join(os.path.dirname(__file__), "candidates", name, "candidate.json")))
+        out.append(pytest.param(name, marks=pytest.mark.xfail(strict=not meta.get("racy"), reason=reason)))
+    return out
+
+
+@pytest.mark.parametrize("name", known_holes())
 def test_known_hole_is_still_open(worker, solutions, name):
     # The cheat earns a reward it should not: measured, kept visible, never called caught.
     meta, job = solutions(name)
