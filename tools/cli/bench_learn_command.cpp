@@ -141,6 +141,12 @@ double forward_flops(const model::model_config& c, int64_t tokens, bool with_lm_
   return 2.0 * matrices * t + 2.0 * static_cast<double>(c.num_hidden_layers) * t * t * static_cast<double>(q);
 }
 
+// {median, min, max} of timed steps (the upper median for an even count); sorts xs.
+nlohmann::json spread_of(std::vector<double>& xs) {
+  std::sort(xs.begin(), xs.end());
+  return {{"median", xs[xs.size() / 2]}, {"min", xs.front()}, {"max", xs.back()}};
+}
+
 int run_bench_learn(bench_learn_options opt) {
   const bool cuda = opt.device == "cuda";
   if (cuda && !torch::cuda::is_available())
@@ -217,10 +223,7 @@ int run_bench_learn(bench_learn_options opt) {
           sync();
           optimizer_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
-        std::sort(optimizer_seconds.begin(), optimizer_seconds.end());
-        row["optimizer_step_s"] = {{"median", optimizer_seconds[optimizer_seconds.size() / 2]},
-                                   {"min", optimizer_seconds.front()},
-                                   {"max", optimizer_seconds.back()}};
+        row["optimizer_step_s"] = spread_of(optimizer_seconds);
         // The first step's losses, to compare runs that differ in a kernel or a dtype only.
         const double loss = stage == "rft" ? first.sft_loss : first.stats.policy_loss();
         if (opt.profile_top > 0) {
@@ -235,14 +238,13 @@ int run_bench_learn(bench_learn_options opt) {
               first.stats.value_tokens > 0 ? first.stats.value_loss_sum / double(first.stats.value_tokens) : 0.0;
           row["first_step"]["entropy"] = first.stats.entropy();
         }
-        std::sort(seconds.begin(), seconds.end());
-        const double median = seconds[seconds.size() / 2];
+        row["step_s"] = spread_of(seconds);
+        const double median = row["step_s"]["median"];
         const double tokens = static_cast<double>(length * opt.episodes);
         const double flops = static_cast<double>(opt.episodes) *
                              (stage == "rft" ? 3.0 * forward_flops(config, length, true)
                                              : 3.0 * (forward_flops(config, length, true) +
                                                       forward_flops(config, length, false)));
-        row["step_s"] = {{"median", median}, {"min", seconds.front()}, {"max", seconds.back()}};
         row["tokens_per_s"] = tokens / median;
         row["tflops"] = flops / median / 1e12;
         if (peak > 0) row["mfu"] = flops / median / 1e12 / peak;
@@ -251,7 +253,7 @@ int run_bench_learn(bench_learn_options opt) {
           if (peak > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * flops / median / 1e12 / peak);
           std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s %9.4f  %.6g, %.6g\n", stage.c_str(),
                       static_cast<long long>(length), median, seconds.front(), seconds.back(), tokens / median,
-                      flops / median / 1e12, mfu, optimizer_seconds[optimizer_seconds.size() / 2], loss,
+                      flops / median / 1e12, mfu, row["optimizer_step_s"]["median"].get<double>(), loss,
                       first.actor_grad_norm);
           if (row.contains("profile")) {
             const auto& p = row["profile"];
