@@ -377,6 +377,9 @@ const std::vector<setting_spec>& settings::schema() {
       {"learner.attention", T::choice, "default", {"default", "cudnn"}, 0, 0,
        "The fused attention kernel the learner's SDPA tries first on CUDA: ATen's order (flash "
        "first) or cuDNN's; process-wide, and only where the kernel takes the shapes."},
+      {"learner.fused_optimizer", T::boolean, "true", {}, 0, 0,
+       "AdamW and gradient clipping as multi-tensor kernels (ATen's fused AdamW, foreach norm and "
+       "scale) instead of a few kernels per parameter tensor: the same arithmetic in another order."},
       {"learner.ranks", T::integer, "1", {}, 1, 64,
        "Data-parallel learner ranks: rank 0 in train's process, the others in learner-rank child "
        "processes. On CUDA rank r uses the device after rank 0's r times (cuda:0, cuda:1, ...)."},

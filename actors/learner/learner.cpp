@@ -6,6 +6,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "actors/learner/fused_optimizer.hpp"
+
 namespace cuda_agent::learner {
 namespace {
 
@@ -21,18 +23,11 @@ std::vector<torch::Tensor> tensors_of(const std::vector<std::pair<std::string, t
   return out;
 }
 
-// The gradient norm before clipping (clipping only where max_norm > 0).
-double clip_gradients(const std::vector<torch::Tensor>& params, double max_norm) {
-  std::vector<torch::Tensor> with_grad;
-  for (const auto& p : params)
-    if (p.grad().defined()) with_grad.push_back(p);
-  if (with_grad.empty()) return 0.0;
-  const double limit = max_norm > 0 ? max_norm : std::numeric_limits<double>::infinity();
-  return torch::nn::utils::clip_grad_norm_(with_grad, limit);
-}
-
-torch::optim::AdamW adamw(const std::vector<torch::Tensor>& params, double lr, double weight_decay) {
-  return torch::optim::AdamW(params, torch::optim::AdamWOptions(lr).weight_decay(weight_decay));
+std::unique_ptr<torch::optim::AdamW> adamw(const std::vector<torch::Tensor>& params, double lr, double weight_decay,
+                                          bool fused) {
+  const auto options = torch::optim::AdamWOptions(lr).weight_decay(weight_decay);
+  if (fused) return std::make_unique<fused_adamw>(params, options);
+  return std::make_unique<torch::optim::AdamW>(params, options);
 }
 
 }  // namespace
@@ -64,8 +59,7 @@ learner::learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<mode
     throw learner_error{"learner.compute_dtype = bfloat16 keeps float32 master weights; load the model in float32"};
   }
   actor_params_ = tensors_of(actor_->named_parameters());
-  actor_optimizer_ = std::make_unique<torch::optim::AdamW>(
-      adamw(actor_params_, options_.actor_lr, options_.weight_decay));
+  actor_optimizer_ = adamw(actor_params_, options_.actor_lr, options_.weight_decay, options_.fused_optimizer);
   if (critic_) {
     const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(critic_->device());
     value_weight_ = torch::zeros({1, critic_->config().hidden_size}, opts).set_requires_grad(true);
@@ -73,8 +67,7 @@ learner::learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<mode
     critic_params_ = tensors_of(critic_->named_parameters());
     critic_params_.push_back(value_weight_);
     critic_params_.push_back(value_bias_);
-    critic_optimizer_ = std::make_unique<torch::optim::AdamW>(
-        adamw(critic_params_, options_.critic_lr, options_.weight_decay));
+    critic_optimizer_ = adamw(critic_params_, options_.critic_lr, options_.weight_decay, options_.fused_optimizer);
   }
 }
 
@@ -291,7 +284,7 @@ step_report learner::rft_step(const std::vector<episode_sample>& input) {
   }
   reduce(actor_params_, report.stats, &nll);
   report.sft_loss = nll / total;
-  report.actor_grad_norm = clip_gradients(actor_params_, options_.max_grad_norm);
+  report.actor_grad_norm = clip_gradient_norm(actor_params_, options_.max_grad_norm, options_.fused_optimizer);
   actor_optimizer_->step();
   return report;
 }
@@ -324,7 +317,7 @@ step_report learner::value_step(const std::vector<episode_sample>& input) {
         .backward();
   }
   reduce(critic_params_, report.stats, nullptr);
-  report.critic_grad_norm = clip_gradients(critic_params_, options_.max_grad_norm);
+  report.critic_grad_norm = clip_gradient_norm(critic_params_, options_.max_grad_norm, options_.fused_optimizer);
   critic_optimizer_->step();
   return report;
 }
@@ -371,8 +364,8 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     }
     reduce(both, stats, nullptr);
     report.stats.add(stats);
-    report.actor_grad_norm = clip_gradients(actor_params_, options_.max_grad_norm);
-    report.critic_grad_norm = clip_gradients(critic_params_, options_.max_grad_norm);
+    report.actor_grad_norm = clip_gradient_norm(actor_params_, options_.max_grad_norm, options_.fused_optimizer);
+    report.critic_grad_norm = clip_gradient_norm(critic_params_, options_.max_grad_norm, options_.fused_optimizer);
     actor_optimizer_->step();
     critic_optimizer_->step();
   }

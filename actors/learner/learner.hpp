@@ -62,6 +62,9 @@ struct learner_options {
   // The fused attention SDPA tries first on CUDA: "default" (ATen's order, flash first) or
   // "cudnn" (model::prefer_cudnn_attention; process-wide, set when the learner is made).
   std::string attention = "default";
+  // AdamW and gradient clipping in multi-tensor kernels (fused_optimizer.hpp) rather than a few
+  // kernels per parameter tensor; the same arithmetic in another order.
+  bool fused_optimizer = true;
   std::string truncated = "penalty";  // "penalty", "reward" or "drop"
 };
 

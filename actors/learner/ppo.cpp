@@ -78,6 +78,12 @@ token_logprobs logprobs_of(const torch::Tensor& logits, const torch::Tensor& tar
 
 namespace {
 
+// log softmax of one chunk's logits h w^T, in float32 whatever h's dtype: one softmax kernel
+// instead of logsumexp's max, subtract, exp and sum passes over [chunk, vocab].
+torch::Tensor chunk_log_softmax(const torch::Tensor& h, const torch::Tensor& w) {
+  return torch::log_softmax(torch::linear(h, w), -1, torch::kFloat32);
+}
+
 // logprobs_of_hidden's autograd node. Saves hidden, weight and targets only; forward and
 // backward walk the same chunks of the flattened [N,H] positions.
 struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
@@ -95,13 +101,9 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
     torch::Tensor entropy = with_entropy ? torch::empty({n}, opts) : torch::empty({0}, opts);
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t len = std::min(chunk, n - start);
-      const torch::Tensor z = torch::linear(h.narrow(0, start, len), w).to(torch::kFloat32);
-      const torch::Tensor lse = z.logsumexp(-1);
-      logp.narrow(0, start, len).copy_(z.gather(-1, t.narrow(0, start, len).unsqueeze(-1)).squeeze(-1) - lse);
-      if (with_entropy) {
-        const torch::Tensor p = (z - lse.unsqueeze(-1)).exp();
-        entropy.narrow(0, start, len).copy_(lse - (p * z).sum(-1));
-      }
+      const torch::Tensor lp = chunk_log_softmax(h.narrow(0, start, len), w);
+      logp.narrow(0, start, len).copy_(lp.gather(-1, t.narrow(0, start, len).unsqueeze(-1)).squeeze(-1));
+      if (with_entropy) entropy.narrow(0, start, len).copy_(lp.exp().mul_(lp).sum(-1).neg_());
     }
     ctx->save_for_backward({hidden, weight, t});
     ctx->saved_data["with_entropy"] = with_entropy;
@@ -133,16 +135,16 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t len = std::min(chunk, n - start);
       const torch::Tensor hc = h.narrow(0, start, len);
-      const torch::Tensor z = torch::linear(hc, w).to(torch::kFloat32);
-      const torch::Tensor log_p = z - z.logsumexp(-1, true);
-      const torch::Tensor p = log_p.exp();
-      torch::Tensor dz = torch::zeros_like(z);
+      const torch::Tensor log_p = chunk_log_softmax(hc, w);
+      // d log p(t) / dz = g onehot(t) - g p as log-softmax's own backward of a one-hot gradient:
+      // one kernel. Its input dtype is float32: ATen's CUDA kernel converts only from float16.
+      torch::Tensor g_onehot = torch::zeros_like(log_p);
       if (g_logp.defined()) {
-        const torch::Tensor g = g_logp.narrow(0, start, len).unsqueeze(-1);
-        dz.sub_(p * g);
-        dz.scatter_add_(-1, t.narrow(0, start, len).unsqueeze(-1), g);
+        g_onehot.scatter_(-1, t.narrow(0, start, len).unsqueeze(-1), g_logp.narrow(0, start, len).unsqueeze(-1));
       }
+      torch::Tensor dz = torch::_log_softmax_backward_data(g_onehot, log_p, -1, torch::kFloat32);
       if (g_ent.defined()) {
+        const torch::Tensor p = log_p.exp();
         const torch::Tensor entropy = -(p * log_p).sum(-1, true);
         dz.sub_(p * (log_p + entropy) * g_ent.narrow(0, start, len).unsqueeze(-1));
       }

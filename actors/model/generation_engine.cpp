@@ -409,6 +409,30 @@ struct generation_engine::impl {
     }
   }
 
+  // Idle caches kept between turns give up their decode pool slots (least recently used
+  // first) to the rows' caches that fit a slot and hold none, so that the step can run as one
+  // graph on the pool (transformer::set_decode_pool).
+  void hand_over_slots(const std::vector<running_request*>& rows, const std::vector<std::vector<int64_t>>& fed) {
+    const int64_t slot_tokens = model->pool_slot_tokens();
+    if (slot_tokens == 0) return;
+    int64_t wanted = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const kv_cache& cache = rows[i]->entry->cache;
+      if (!cache.pooled() && cache.length() + int64_t(fed[i].size()) <= slot_tokens) ++wanted;
+    }
+    int64_t short_by = wanted - model->free_pool_slots();
+    if (short_by <= 0) return;
+    std::vector<cache_entry*> idle;
+    for (auto& [id, e] : caches)
+      if (!e->busy && e->cache.pooled()) idle.push_back(e.get());
+    std::sort(idle.begin(), idle.end(), [](const cache_entry* a, const cache_entry* b) { return a->last_used < b->last_used; });
+    for (size_t i = 0; i < idle.size() && short_by > 0; ++i, --short_by) {
+      model->release_slot(idle[i]->cache);
+      std::lock_guard lock{mutex};
+      ++stats.slot_handovers;
+    }
+  }
+
   // step() for `rows`, each fed `fed[i]`; on failure every row fails and leaves the batch.
   std::optional<torch::Tensor> step(const std::vector<running_request*>& rows,
                                     const std::vector<std::vector<int64_t>>& fed) {
@@ -416,6 +440,7 @@ struct generation_engine::impl {
     caches_of.reserve(rows.size());
     for (auto* r : rows) caches_of.push_back(&r->entry->cache);
     try {
+      hand_over_slots(rows, fed);
       torch::Tensor logits = model->step(fed, caches_of);
       for (size_t i = 0; i < rows.size(); ++i)
         rows[i]->entry->tokens.insert(rows[i]->entry->tokens.end(), fed[i].begin(), fed[i].end());

@@ -68,6 +68,7 @@ struct engine_stats {
   int64_t evictions = 0;
   int64_t largest_batch = 0;
   int64_t cache_bytes = 0;
+  int64_t slot_handovers = 0;  // decode pool slots an idle cache gave up to a running one
 };
 
 class generation_engine {

@@ -24,8 +24,15 @@ struct linear {
   torch::Tensor operator()(const torch::Tensor& x) const { return torch::linear(x, weight, bias); }
 };
 
-// As transformers' LlamaRMSNorm: normalised in float32, cast back, then scaled.
+// As transformers' LlamaRMSNorm: normalised in float32, cast back, then scaled. A float32 input
+// with a float32 weight (a float32 model, or the residual stream of the learner's bfloat16
+// autocast against float32 weights) goes to ATen's rms_norm: the same arithmetic, in one fused
+// kernel each way on CUDA instead of about eight forward and a dozen backward. Other dtypes keep
+// transformers' two roundings (to x's dtype, then the product with the weight).
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  if (x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32) {
+    return at::rms_norm(x, {x.size(-1)}, weight, eps);
+  }
   torch::Tensor h = x.to(torch::kFloat32);
   torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
   h = h * torch::rsqrt(variance + eps);
@@ -247,6 +254,11 @@ class decode_pool {
       values.push_back(torch::empty({slots + 1, tokens, kv, D}, opts));
     }
     for (int64_t s = slots - 1; s >= 0; --s) free_.push_back(s);
+  }
+
+  int64_t free_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return int64_t(free_.size());
   }
 
   std::optional<int64_t> take() {
@@ -542,6 +554,29 @@ void transformer::set_decode_pool(int64_t slots, int64_t tokens) {
   }
 }
 
+int64_t transformer::free_pool_slots() const { return pool_ ? pool_->free_count() : 0; }
+
+int64_t transformer::pool_slot_tokens() const { return pool_ ? pool_->tokens : 0; }
+
+void transformer::release_slot(kv_cache& cache) {
+  if (cache.lease_) own_storage(cache, std::max<int64_t>(cache.length_, 16));
+}
+
+void transformer::own_storage(kv_cache& cache, int64_t capacity) {
+  const model_config& c = config_;
+  const auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
+  cache.keys_.resize(size_t(c.num_hidden_layers));
+  cache.values_.resize(size_t(c.num_hidden_layers));
+  for (auto* stores : {&cache.keys_, &cache.values_}) {
+    for (torch::Tensor& store : *stores) {
+      torch::Tensor own = torch::empty({capacity, c.num_key_value_heads, c.head_dim}, opts);
+      if (store.defined() && cache.length_ > 0) own.slice(0, 0, cache.length_).copy_(store.slice(0, 0, cache.length_));
+      store = own;
+    }
+  }
+  cache.lease_.reset();  // a slot it held goes back to the pool
+}
+
 // Into a free slot of the pool, where the cache holds none and will fit one: its tokens so far
 // are copied there. (Out of a slot it outgrows: step()'s growth below.)
 void transformer::place_in_pool(kv_cache& cache, int64_t need) {
@@ -791,21 +826,7 @@ torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,
     place_in_pool(*cache, need);
     int64_t capacity = cache->keys_.empty() ? 0 : cache->keys_[0].size(0);
     if (need <= capacity) continue;
-    int64_t grown = std::max<int64_t>({need, capacity * 2, 16});
-    if (cache->keys_.empty()) {
-      cache->keys_.resize(size_t(layer_count));
-      cache->values_.resize(size_t(layer_count));
-    }
-    for (int64_t l = 0; l < layer_count; ++l) {
-      for (auto* store : {&cache->keys_[size_t(l)], &cache->values_[size_t(l)]}) {
-        torch::Tensor bigger = torch::empty({grown, kv, D}, cache_opts);
-        if (store->defined() && cache->length_ > 0) {
-          bigger.slice(0, 0, cache->length_).copy_(store->slice(0, 0, cache->length_));
-        }
-        *store = bigger;
-      }
-    }
-    cache->lease_.reset();  // a slot it outgrew goes back to the pool
+    own_storage(*cache, std::max<int64_t>({need, capacity * 2, 16}));
   }
 
   // Every sequence's new tokens, right-padded to N: projections and MLP run batched; attention

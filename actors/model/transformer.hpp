@@ -146,6 +146,13 @@ class transformer {
   void set_decode_pool(int64_t slots, int64_t tokens);
   // Decode steps that ran as one graph on the pool's slots, since the model was loaded.
   int64_t pooled_steps() const { return pooled_steps_; }
+  // The pool's free slots and the tokens of each (0 and 0 without a pool).
+  int64_t free_pool_slots() const;
+  int64_t pool_slot_tokens() const;
+  // Moves a cache out of its pool slot into memory of its own, tokens kept, and frees the slot
+  // (the generation engine hands an idle episode's slot to a running one this way). A cache
+  // without a slot is left as it is.
+  void release_slot(kv_cache& cache);
 
   // The weights under their Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
@@ -172,6 +179,9 @@ class transformer {
   decode_batch& graphed_batch(int64_t batch_size);
   pooled_step& graphed_pooled_step(int64_t batch_size);
   void place_in_pool(kv_cache& cache, int64_t need);
+  // The cache's tokens moved into storage of `capacity` positions of its own; a pool slot it
+  // held is given back (step()'s growth, release_slot).
+  void own_storage(kv_cache& cache, int64_t capacity);
   model_config config_;
   torch::Device device_;
   torch::ScalarType dtype_;

@@ -26,13 +26,14 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import struct
 import sys
 import termios
 import time
 
-from harness import exchange, framing
+from harness import exchange, framing, guard, timing
 
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # skills/
 
@@ -102,6 +103,7 @@ class CandidateFailure(Exception):
 LOOP_GRACE_S = 5.0
 _F_SETPIPE_SZ = 1031
 REPLY_PIPE_BYTES = 1 << 20  # room for any reply: the worker reads none before the loop wrote it whole
+_SO_TIMESTAMPNS = 35  # = SCM_TIMESTAMPNS (asm-generic, x86-64 and aarch64); Python's socket lacks it
 
 
 def pending_bytes(fd):
@@ -179,6 +181,58 @@ class LoopWatch:
             return None
 
 
+class WorkerClock:
+    """The worker's end of the clock that times the child's runs (timing.py says why; the child's
+    end is timing.ChildClock). On READY it reads its own clock and sends GO; DONE comes stamped by
+    the kernel as the child sent it (SO_TIMESTAMPNS, CLOCK_REALTIME like time.time_ns), so the
+    worker's wake-up is no part of the span. Only that order is accepted: a message that is not
+    the one due, one already waiting behind READY (a DONE sent ahead by a thread of the
+    candidate's), or a DONE sent before GO, is something else writing into the channel."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        self.elapsed_ns = []  # the current request's handshakes, each GO to DONE
+        self.open = False  # a GO sent and its DONE not read
+        self.null_ns = None  # the fastest handshake around no call, taken at load
+
+    def serve(self, reply_r, deadline):
+        """One handshake, READY being readable. None once it is served or cut short (the deadline
+        passed, or the reply came first: the caller sees which); "closed" where the child's end
+        is; else what was out of order."""
+        fd = self.sock.fileno()
+        message = self.sock.recv(16)
+        if not message:
+            return "closed"
+        if message != timing.READY or pending_bytes(fd):
+            return f"the clock's channel held {message!r} and {pending_bytes(fd)} byte(s) more where READY alone was due"
+        timeout = max(0.0, deadline - time.monotonic())
+        start = time.time_ns()
+        self.sock.send(timing.GO)
+        self.open = True
+        ready, _, _ = select.select([fd, reply_r], [], [], timeout)
+        if fd not in ready:
+            return None
+        message, ancillary, _, _ = self.sock.recvmsg(16, socket.CMSG_SPACE(16))
+        end = time.time_ns()  # where the kernel gave no stamp: later, never earlier
+        for level, kind, data in ancillary:
+            if (level, kind) == (socket.SOL_SOCKET, _SO_TIMESTAMPNS) and len(data) >= 16:
+                seconds, nanoseconds = struct.unpack("qq", data[:16])
+                end = seconds * 1_000_000_000 + nanoseconds
+        if not message:
+            return "closed"
+        if message != timing.DONE or end < start:
+            return f"the clock's channel held {message!r} where DONE was due" if message != timing.DONE \
+                else "DONE was sent before GO"
+        self.open = False
+        self.elapsed_ns.append(end - start)
+        return None
+
+    def ms(self):
+        """The current request's handshakes in milliseconds, less the null round trip."""
+        return [(ns - (self.null_ns or 0)) / 1e6 for ns in self.elapsed_ns]
+
+
 def _poll(condition, deadline):
     """Whether condition() came true before deadline, checked at first every 100 µs, backing off
     to every 5 ms: an honest child is back within microseconds, a stuck one costs little CPU."""
@@ -230,6 +284,16 @@ class CandidateProcess:
         self.child_cmd_fd = cmd_r
         self.watch = None  # LoopWatch, once the child is ready
         info_r, info_w = os.pipe()
+        # What the child's guards catch, written through as they catch it (guard.Violations).
+        self.violations_r, violations_w = os.pipe()
+        os.set_blocking(self.violations_r, False)
+        # The worker's clock around each timed run (WorkerClock). A socket, not a pipe: the kernel
+        # stamps what the child sends on it, and the child cannot reopen it (as it can a pipe's end,
+        # through /proc) to write the worker's part.
+        clock, child_clock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.clock = WorkerClock(clock)
+        self.clock_r = clock.fileno()
+        clock_w = child_clock.fileno()
         worker_pid = os.getpid()
 
         def limits():
@@ -241,14 +305,17 @@ class CandidateProcess:
         # -P: the working directory is not put on sys.path; load adds the solution's explicitly.
         # The child's stdout is the worker's stderr, so a print cannot reach the reply channel.
         command = [python, "-P", "-m", "harness.candidate_runner", "--cmd-fd", str(cmd_r),
-                   "--reply-fd", str(reply_w), "--device", device]
+                   "--reply-fd", str(reply_w), "--violations-fd", str(violations_w),
+                   "--clock-fd", str(clock_w), "--device", device]
         command = sandbox_command(self.exchange.directory, self.exchange.shm_directory, command,
                                   "--info-fd", str(info_w))
         self.proc = subprocess.Popen(
-            command, pass_fds=(cmd_r, reply_w, info_w), stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
-            cwd=self.exchange.directory, env=env, start_new_session=True, preexec_fn=limits)
-        for fd in (cmd_r, reply_w, info_w):
+            command, pass_fds=(cmd_r, reply_w, info_w, violations_w, clock_w), stdin=subprocess.DEVNULL,
+            stdout=sys.stderr.fileno(), cwd=self.exchange.directory, env=env, start_new_session=True,
+            preexec_fn=limits)
+        for fd in (cmd_r, reply_w, info_w, violations_w):
             os.close(fd)
+        child_clock.close()
         self.init_pid, self.init = self._namespace_init(info_r)
 
     def _namespace_init(self, info_r):
@@ -301,9 +368,8 @@ class CandidateProcess:
             read_until += framing.write_frame(self.cmd_w, msg, wide=True)
         except OSError:
             raise self._death("before the request")
-        remaining = deadline - time.monotonic()
-        ready, _, _ = select.select([self.reply_r], [], [], max(0.0, remaining))
-        if not ready:
+        self.clock.elapsed_ns = []  # this request's handshakes
+        if not self._await_reply(op, deadline):
             self.kill()
             raise CandidateFailure(f"timed out: the candidate did not finish {op} within its time limit")
         answered = self.watch.answered(read_until, self.cmd_w, time.monotonic() + LOOP_GRACE_S)
@@ -325,13 +391,72 @@ class CandidateProcess:
             self.kill()
             detail = f"more than the runner's reply to {op} was written into the reply channel"
             raise CandidateFailure(f"the candidate wrote into the harness's reply channel: {detail}", _forged(detail))
+        self._check_clock(op, msg, reply)
+        # What the child wrote through (its reply's own list can have been emptied in the child;
+        # what was sent cannot) and what the worker sees from outside, added to the reply's list.
+        found = self._sent_violations()
         started = self._started_processes()
         if started:
+            found.append(("spawns_process", f"{len(started)} process(es) it started still running after {op}"))
+        if found:
             violations = reply.get("violations") if isinstance(reply.get("violations"), dict) else {}
-            violations.setdefault("spawns_process", f"{len(started)} process(es) it started still running "
-                                                    f"after {op}")
+            for name, detail in found:
+                violations.setdefault(name, detail)
             reply["violations"] = violations
         return reply
+
+    def _await_reply(self, op, deadline):
+        """Whether the reply to op (or the child's end) came before the deadline; meanwhile the
+        clock's handshakes are served."""
+        watched = [self.reply_r, self.clock_r]
+        while True:
+            ready, _, _ = select.select(watched, [], [], max(0.0, deadline - time.monotonic()))
+            if self.reply_r in ready:
+                return True
+            if not ready or time.monotonic() >= deadline:
+                return False
+            tampered = self.clock.serve(self.reply_r, deadline)
+            if tampered == "closed":
+                watched = [self.reply_r]  # the child is gone: its reply pipe says how
+            elif tampered:
+                self.kill()
+                raise CandidateFailure(f"the candidate wrote into the harness's clock: {tampered}", _forged(tampered))
+
+    def _check_clock(self, op, msg, reply):
+        """The reply's request had as many handshakes as it has timed calls (load: the null ones,
+        before any candidate code; a time request: its runs), each closed, and nothing more is in
+        the clock's channel. Where the request failed, fewer are fine."""
+        due = timing.CALIBRATION_RUNS if op == "load" else int(msg.get("runs", 0)) if op == "time" else 0
+        done = len(self.clock.elapsed_ns)
+        if self.clock.open or done > due or (reply.get("ok") and done != due) or pending_bytes(self.clock_r):
+            self.kill()
+            detail = f"{done} clock handshake(s) for {op}, {due} due, or bytes left in the clock's channel"
+            raise CandidateFailure(f"the candidate wrote into the harness's clock: {detail}", _forged(detail))
+        if op == "load" and done:
+            self.clock.null_ns = min(self.clock.elapsed_ns)
+
+    def clock_ms(self):
+        """The worker's own time of each timed call of the last request, in milliseconds: its
+        handshake, less the null one (timing.py)."""
+        return self.clock.ms()
+
+    def _sent_violations(self):
+        """(name, detail) of every violation the child's guards wrote through since the last reply."""
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self.violations_r, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        out = []
+        for line in data.decode("utf-8", "replace").splitlines():
+            name, _, detail = line.partition("\t")
+            if name in guard.VIOLATIONS:
+                out.append((name, detail))
+        return out
 
     def _started_processes(self):
         """The processes in the child's PID namespace besides bwrap's init and the runner, seen in
@@ -399,8 +524,9 @@ class CandidateProcess:
             except Exception:
                 pass
         self.kill()  # the whole namespace: whatever the candidate started goes too
-        for fd in (self.cmd_w, self.reply_r, self.init):
+        for fd in (self.cmd_w, self.reply_r, self.violations_r, self.init):
             if fd is not None:
                 os.close(fd)
-        self.cmd_w = self.reply_r = self.init = None
+        self.clock.sock.close()
+        self.cmd_w = self.reply_r = self.violations_r = self.clock_r = self.init = None
         self.exchange.remove()

@@ -44,6 +44,12 @@ def overlaps(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[0] != a[1]
 
 
+def settled_digests(outs):
+    """dtype, shape and the sampled-bytes digest of each output (task_inputs.fingerprint without
+    its sum, which NaN would make unequal to itself)."""
+    return [(p[0], p[1], p[3]) if len(p) == 4 else tuple(p) for p in task_inputs.fingerprint(outs)]
+
+
 def same_values(a, b):
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -55,8 +61,10 @@ def same_values(a, b):
 
 
 class Runner:
-    def __init__(self, identity):
+    def __init__(self, identity, clock_fd=-1):
         self.identity = identity  # taken by main() before any candidate code ran
+        self.clock_fd = clock_fd  # the worker's clock (timing.ChildClock); -1: none
+        self.clock = None
         self.violations = guard.Violations()
         self.model = None
         self.device = None
@@ -73,6 +81,7 @@ class Runner:
         self.task = None
         self.sets = None
         self.loading = None  # what prepare read for load
+        self.threads_before_load = frozenset()
 
     # --- load -------------------------------------------------------------------------------
     def prepare(self, req):
@@ -88,6 +97,13 @@ class Runner:
             torch.empty(1, device=self.device)
         torch.ones(1 << 16).sum()  # start torch's intra-op pool before counting threads
         self.timer = timing.Timer(self.device)
+        if self.clock_fd >= 0:
+            # The worker's null round trips, the same bracket around no call: taken now, before
+            # any candidate code, so that the candidate cannot make them slow (it would take its
+            # own runs' time off the worker's bound of them).
+            self.clock = timing.ChildClock(self.clock_fd)
+            for _ in range(timing.CALIBRATION_RUNS):
+                self.timer.time_once(timing.nothing, [], self.clock, pad_cycles=0)
         solution_dir = os.path.realpath(req["solution_dir"])
         os.chdir(solution_dir)  # started in its exchange directory, ahead of the job
         self.exchange = exchange.Exchange(req["exchange_dir"])
@@ -102,12 +118,17 @@ class Runner:
         self.dynamo_frames = guard.dynamo_frames()
         self.audit = guard.AuditGuard(self.violations, req.get("allowed_write_dirs", []) + [solution_dir],
                                       self.loading["task_path"])
-        watched = ("identity", "violations", "timer", "audit", "hooks", "exchange", "device",
-                   "extension_depth", "dynamo_frames")
+        # The threads before any candidate code: on the CPU, where torch's pool is started above and
+        # nothing of the harness's starts one later, any other thread is the candidate's.
+        self.threads_before_load = frozenset(guard.os_thread_ids())
+        watched = ("identity", "violations", "timer", "clock", "audit", "hooks", "exchange", "device",
+                   "extension_depth", "dynamo_frames", "threads_before_load")
         self.identity.watch_object("runner", self, watched)
         for name, items in (("timer", False), ("violations", False), ("hooks", True)):
             self.identity.watch_object(f"runner.{name}", getattr(self, name), items=items)
         self.identity.watch_object("runner.exchange", self.exchange, ("directory", "shm_directory", "links"))
+        if self.clock is not None:
+            self.identity.watch_object("runner.clock", self.clock)
         self.identity.watch_object("runner.audit", self.audit, ("violations", "allowed", "reference"), items=True)
         return {}
 
@@ -143,6 +164,14 @@ class Runner:
         self.audit.armed = False
 
         self._check_reference_use(task_path, ModelNew)
+        if self.device.type == "cpu":
+            # A thread the candidate leaves behind at load (native ones too, which threading never
+            # lists) runs beside the harness from then on: it could rewrite an output after the
+            # clock, compute ahead of a request or load the host while the worker times the
+            # baselines. The CUDA driver starts helper threads lazily, so only on the CPU.
+            started = guard.os_thread_ids() - self.threads_before_load
+            if started:
+                self.violations.add("background_thread", f"{len(started)} OS thread(s) started while loading")
         for violation, name in guard.new_forbidden_modules(modules_before):
             self.violations.add(violation, f"imported {name}")
         self._check_identity("after import")
@@ -159,7 +188,7 @@ class Runner:
                         runner.extension_storages.append(storage_span(a))
                 runner.extension_depth[0] += 1
                 try:
-                    result = fn(*args, **kwargs)
+                    result = guard.call_observed(fn, args, kwargs)  # in verify, the binding's range
                 finally:
                     runner.extension_depth[0] -= 1
                 runner.extension_calls += 1
@@ -235,12 +264,19 @@ class Runner:
         self.extension_calls = 0
         self.extension_storages = []
         dispatch = guard.ForwardDispatchGuard(self.violations, self.extension_depth)
+        # Two observers, one policy: the dispatch mode stops the forward at its first PyTorch
+        # compute op; RecordFunction (the operator observer) also sees the ops the mode cannot and
+        # is judged when the forward returns. Verify only: a timed call pays one check per extension
+        # call (guard.call_observed).
+        observer = guard.OperatorObserver(self.violations)
         self.audit.armed = True
+        observer.start()
         try:
             with torch.no_grad(), guard.ForwardFunctionGuard(self.violations), dispatch:
                 out = self.model(*inputs)
         finally:
             self.audit.armed = False
+            observer.stop(self.extension_calls)
         outs = as_output_list(out)
         for o in outs:
             if type(o) is not torch.Tensor:
@@ -255,6 +291,7 @@ class Runner:
         else:
             time.sleep(0.02)
         later = [o.clone() for o in outs]
+        settled = settled_digests(later)
         for a, b in zip(seen, later):
             if not same_values(a, b):
                 name = "side_stream" if self.device.type == "cuda" else "background_thread"
@@ -292,7 +329,7 @@ class Runner:
         if guard.dynamo_frames() != self.dynamo_frames:
             self.violations.add("torch_compile_fallback", "TorchDynamo compiled a frame during forward")
         self._check_identity("after forward")
-        return outs, flags
+        return outs, flags, settled
 
     # --- verify --------------------------------------------------------------------------------
     def draw(self, req):
@@ -306,7 +343,7 @@ class Runner:
         sets, self.sets = self.sets, None
         if sets is None:
             raise RuntimeError("verify before draw")
-        poisoned = []
+        poisoned, digests = [], []
         buffers = None
         for i, values in enumerate(sets):
             if i < max(1, len(sets) - 2):
@@ -319,11 +356,19 @@ class Runner:
                         if isinstance(b, torch.Tensor):
                             b.copy_(v)
             late = self.device.type == "cuda" and i == len(sets) - 1 and i > 0
-            outs, flags = self.guarded_call(buffers, i, settle=not late)
+            outs, flags, settled = self.guarded_call(buffers, i, settle=not late)
             poisoned.append(flags)
+            digests.append(settled)
         self._check_hooks("after verify")
+        # Each output as it was once its call had settled: one filled in later (a callback that
+        # fires as guarded_call's guard goes away, a thread) would be read back right.
+        verified = self.kept_outputs[-len(sets):]
+        for i, (outs, digest) in enumerate(zip(verified, digests)):
+            if settled_digests(outs) != digest:
+                self.violations.add("background_thread", f"input set {i}: the output changed after its call's checks")
+                raise guard.ViolationRaised("an output changed after its call's checks")
         # Outputs are read back only now: one overwritten by a later call is caught as wrong.
-        outputs = [self.exchange.put_outputs(outs) for outs in self.kept_outputs[-len(sets):]]
+        outputs = [self.exchange.put_outputs(outs) for outs in verified]
         return {"outputs": outputs, "poisoned": poisoned}
 
     def release(self):
@@ -369,8 +414,12 @@ class Runner:
             self.timer.time_once(self.model, inputs)
         threads_before = set(threading.enumerate())
         for _ in range(int(req["runs"])):
-            ms, out = self.timer.time_once(self.model, inputs)
+            self.extension_calls = 0
+            ms, out = self.timer.time_once(self.model, inputs, self.clock)  # the worker's clock too
             samples.append(ms)
+            if self.extension_calls == 0:  # verify's guards do not run here: the kernel must, at least
+                self.violations.add("kernel_not_called", "a timed run called no function of cuda_extension")
+                raise guard.ViolationRaised("a timed run called no function of cuda_extension")
             # What the clock's end saw, compared below with what is there later: a forward that
             # returned before its work was done (a host thread, a launch after the clock) and
             # finished it after the clock shows up as an output that changed.
@@ -387,7 +436,8 @@ class Runner:
                 name = "side_stream" if self.device.type == "cuda" else "background_thread"
                 self.violations.add(name, "a timed run's output changed after its clock stopped")
                 raise guard.ViolationRaised("a timed run's output changed after its clock stopped")
-        reply = {"samples_ms": samples}
+        # A tuple made before this frame's outputs die: a callback hung on one cannot edit it.
+        reply = {"samples_ms": tuple(samples)}
         if req.get("return_output") and out is not None:
             reply["output"] = self.exchange.put_outputs(as_output_list(out))
         return reply
@@ -397,9 +447,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cmd-fd", type=int, required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--violations-fd", type=int, default=-1)
+    parser.add_argument("--clock-fd", type=int, default=-1)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    cmd_fd, reply_fd = args.cmd_fd, args.reply_fd
+    cmd_fd, reply_fd, violations_fd = args.cmd_fd, args.reply_fd, args.violations_fd
     os.dup2(2, 1)  # the candidate's prints go to the log, never into the reply channel
     sys.stdout = sys.stderr
     # Started ahead of its job: bring up CUDA and the guards now, then say so.
@@ -430,6 +482,10 @@ def main():
     cmd_file = (stat.st_dev, stat.st_ino)
     stat = os_fstat(reply_fd)
     reply_file = (stat.st_dev, stat.st_ino)
+    if violations_fd >= 0:
+        fcntl_(violations_fd, fcntl.F_SETFL, fcntl_(violations_fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        stat = os_fstat(violations_fd)
+    violations_file = (stat.st_dev, stat.st_ino) if violations_fd >= 0 else None
     read_header = (cmd_fd, 8)
     reply_room = fcntl_(reply_fd, _F_GETPIPE_SZ) - 8  # the worker reads a reply only once it is whole
     # glibc's read() takes another code path, at another stack pointer, once a process has had a
@@ -440,12 +496,16 @@ def main():
     starter.start()
     starter.join()
     identity = guard.IdentitySnapshot()
-    runner = Runner(identity)
+    runner = Runner(identity, args.clock_fd)
     violations = runner.violations
+    if violations_fd >= 0:
+        violations.channel = violations_fd
     changed, missing = guard.IdentitySnapshot.changed, guard.MISSING
-    checker = identity.checker_parts()
     baseline = identity.record()
     handlers = {"load": runner.load, "draw": runner.draw, "verify": runner.verify, "time": runner.time}
+    # A tuple, so that code reaching this frame cannot edit it; the handlers are in it too, so
+    # that one wrapped in the dict (to rewrite what a request returns) is found.
+    checker = tuple(identity.checker_parts()) + tuple((handlers, name, fn) for name, fn in handlers.items())
     reply, op = {"ready": True}, "start"
     while True:
         # The reply, written only into the channel the worker gave, and only while nothing else was
@@ -461,6 +521,13 @@ def main():
         stat = os_fstat(reply_fd)
         if (stat.st_dev, stat.st_ino) != reply_file or unpack_count(ioctl(reply_fd, fionread, b"\0\0\0\0"))[0]:
             os_exit(tampered_status)
+        if violations_file is not None:  # the violations' pipe closed or replaced: nothing sent is sure
+            try:
+                stat = os_fstat(violations_fd)
+            except base_exception:
+                os_exit(tampered_status)
+            if (stat.st_dev, stat.st_ino) != violations_file:
+                os_exit(tampered_status)
         while data:
             data = data[os_write(reply_fd, data):]
         stat = os_fstat(reply_fd)

@@ -6,13 +6,16 @@ the trusted worker compares the outputs, so a candidate that defeats a guard sti
 the right numbers by itself.
 """
 import gc
+import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 
 import torch
+from torch._C._profiler import ProfilerConfig, ProfilerState, _ExperimentalConfig, _RecordFunctionFast
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -30,6 +33,8 @@ VIOLATIONS = {
     "output_memory_reuse": "the output holds memory the kernel never wrote (poisoned allocation read back)",
     "output_aliases_input": "the output shares memory with an input",
     "output_buffer_reused": "two calls returned the same output memory (results overwritten across calls)",
+    "observer_tampered": "the candidate turned off, stopped or went around the harness's operator observer "
+                         "(RecordFunction) in forward",
     "input_mutation": "forward changed its inputs",
     "cached_result": "forward returned a stale result for new values in the same input buffers",
     "lazy_or_subclassed_output": "the output is not a plain dense torch.Tensor on the task's device",
@@ -63,6 +68,28 @@ METADATA_OPS = {
 }
 ALLOWED_OPS = ALLOCATION_OPS | ZEROING_OPS | VIEW_OPS | METADATA_OPS
 
+
+def op_allowed(name):
+    """The one policy of both observers: `name` (an ATen operator, no namespace or overload) may run
+    in ModelNew.forward and the bindings. In-place views (transpose_, squeeze_) count as views."""
+    base = name.rstrip("_") if name.endswith("_") and name != "zero_" else name
+    return name in ALLOWED_OPS or base in VIEW_OPS
+
+
+# ATen operators every overload of which is CompositeImplicitAutograd (reshape, contiguous, to,
+# linear's callers...): they run as other operators, which RecordFunction records under them and
+# the OperatorObserver judges; the dispatch mode never sees them at all. Filled by warm_up_guards.
+_DECOMPOSED_OPS = set()
+
+
+def _decomposed_ops():
+    overloads = {}
+    for name in torch._C._dispatch_get_all_op_names():
+        if name.startswith("aten::"):
+            implicit = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+            overloads.setdefault(name[6:].split(".")[0], []).append(implicit)
+    return {op for op, implicit in overloads.items() if all(implicit)}
+
 # Tensor methods that hand data to the Python side (a route around the dispatcher).
 HOST_EXPORT_METHODS = {"numpy", "tolist", "item", "__array__", "__array_wrap__"}
 
@@ -82,13 +109,29 @@ class ViolationRaised(BaseException):
     """Aborts the candidate's forward; BaseException so `except Exception` cannot swallow it."""
 
 
+_os_write = os.write  # bound before any candidate code
+
+
 class Violations:
+    """What the guards caught in this request. In the candidate's process each new name is also
+    written at once into a pipe only the worker reads (channel, a file descriptor): code that
+    reaches this object and empties `found` cannot take back what was sent."""
+
     def __init__(self):
         self.found = {}  # name -> first detail
+        self.channel = None
 
     def add(self, name, detail):
         assert name in VIOLATIONS, name
+        # Sent when new to `found`: a candidate that fills `found` ahead only names itself.
+        new = name not in self.found
         self.found.setdefault(name, detail)
+        if self.channel is not None and new:
+            line = f"{name}\t{str(detail)[:300]}".replace("\n", " ") + "\n"
+            try:
+                _os_write(self.channel, line.encode("utf-8", "replace"))
+            except OSError:  # full (found emptied again and again: the first lines are in) or
+                pass             # closed (the main loop checks the fd)
 
     def names(self):
         return sorted(self.found)
@@ -122,8 +165,7 @@ class ForwardDispatchGuard(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
-        base = name.rstrip("_") if name.endswith("_") and name != "zero_" else name
-        if name not in ALLOWED_OPS and base not in VIEW_OPS:
+        if not op_allowed(name):
             where = "torch_compute_in_binding" if self.extension_depth[0] > 0 else "torch_compute_in_forward"
             self.violations.add(where, f"aten::{name} called")
             raise ViolationRaised(f"aten::{name} is not allowed in ModelNew.forward")
@@ -132,6 +174,225 @@ class ForwardDispatchGuard(TorchDispatchMode):
             poison_(out)
             self.allocated.append(out)
         return out
+
+
+# Bound before any candidate code: the observer's own switches.
+_enable_profiler_legacy = torch.autograd._enable_profiler_legacy
+_disable_profiler_legacy = torch.autograd._disable_profiler_legacy
+_TRACE_SWITCHES = ("_add_execution_trace_observer", "_enable_execution_trace_observer",
+                   "_disable_execution_trace_observer", "_remove_execution_trace_observer")
+_add_trace, _enable_trace, _disable_trace, _remove_trace = (getattr(torch._C._profiler, n) for n in _TRACE_SWITCHES)
+_mkstemp = tempfile.mkstemp
+_PROFILER_CONFIG = ProfilerConfig(ProfilerState.CPU, False, False, False, False, False, _ExperimentalConfig())
+_observer = [None]  # the OperatorObserver watching a forward now, for the switches below
+
+
+class OperatorObserver:
+    """The second observer of verify's forward, with ForwardDispatchGuard's policy (op_allowed).
+
+    The dispatch mode sees an operator only when the dispatcher reaches the Python key, so
+    torch.* under `_disable_current_modes()` or `_ExcludeDispatchKeyGuard(Python)`, and at:: calls
+    of a binding under c10's ExcludeDispatchKeyGuard, never reach it. RecordFunction runs in the
+    dispatcher's entry for every operator call, before any key is chosen and whatever the mode
+    stack holds: the legacy CPU profiler (thread-local RecordFunction callbacks; no Kineto, no
+    CUPTI, also on CUDA) records each call's push and pop in order, and after the forward each
+    ATen operator is judged by name. Operators under a denied one are its implementation; those
+    under an allowed one must be allowed too, but for fill_ (zero_'s kernel and the mode's
+    poison); a decomposed operator is judged by what it runs. Events inside the extension's
+    calls (the EXTENSION range, call_observed) are the binding's.
+
+    RecordFunction's profiler callbacks are thread-local, and so is the dispatch mode: torch.*
+    on a thread started in forward (Python's or the binding's own) reaches neither. The execution
+    trace observer registers a global RecordFunction callback: its trace (a JSON file in the
+    child's scratch) gives every other thread's operators, with their parents, judged alike.
+
+    The observer's own ranges must come back whole: FORWARD around the forward, END after it,
+    EXTENSION once per extension call, and no range may end that did not begin in the session.
+    Else the profiler was stopped (or restarted) or RecordFunction left off or its callbacks
+    cleared in forward (observer_tampered). The Python switches that turn RecordFunction off and
+    on again, leaving the ranges whole (`_enable_record_function`, `_clear_callbacks`), are
+    replaced before any candidate code by ones that refuse, and flag a call in forward; an
+    operator redispatched from Python (which skips RecordFunction and the mode) gets a range of
+    its own name (install_observer_switches)."""
+
+    FORWARD, END, EXTENSION = "harness::forward", "harness::forward_end", "harness::extension"
+
+    def __init__(self, violations):
+        self.violations = violations
+        self.forward = None
+        fd, self.trace_path = _mkstemp(prefix="harness-trace-", suffix=".json")  # in the child's scratch
+        os.close(fd)
+
+    def start(self):
+        try:
+            if not _add_trace(self.trace_path):
+                raise RuntimeError("the execution trace observer is registered already")
+            try:
+                _enable_trace()
+                _enable_profiler_legacy(_PROFILER_CONFIG)
+            except RuntimeError:
+                _disable_trace()
+                _remove_trace()
+                raise
+        except RuntimeError as e:  # a profiler or trace the candidate left running
+            os.unlink(self.trace_path)
+            self.tampered(f"the operator observer could not start ({str(e)[:120]})")
+        _observer[0] = self
+        self.forward = _RecordFunctionFast(self.FORWARD)
+        self.forward.__enter__()
+
+    def stop(self, extension_calls):
+        """Ends the observation and judges it; raises ViolationRaised for what it found."""
+        _observer[0] = None
+        self.forward.__exit__(None, None, None)
+        with _RecordFunctionFast(self.END):
+            pass
+        before = dict(self.violations.found)
+        try:
+            records = _disable_profiler_legacy()
+        except RuntimeError as e:  # stopped in forward
+            records = None
+            self.violations.add("observer_tampered", f"the profiler was stopped in forward ({str(e)[:120]})")
+        _disable_trace()
+        _remove_trace()  # writes the trace out
+        try:
+            with open(self.trace_path) as f:
+                trace = json.load(f)["nodes"]
+        except (OSError, ValueError, KeyError) as e:
+            trace = None
+            self.violations.add("observer_tampered", f"the execution trace is unreadable ({type(e).__name__})")
+        finally:
+            os.unlink(self.trace_path)
+        if records is not None:
+            main_thread = self.judge(records, extension_calls)
+            if trace is not None:
+                self.judge_other_threads(trace, main_thread)
+        found = [name for name in self.violations.found if name not in before]
+        if found:
+            raise ViolationRaised(f"{found[0]}: {self.violations.found[found[0]]}")
+
+    def tampered(self, detail):
+        self.violations.add("observer_tampered", detail)
+        raise ViolationRaised(detail)
+
+    def _judge_op(self, name, allowed, where, seen="seen by RecordFunction"):
+        """(under an allowed op, denied) for an event named `name` under an allowed op or not."""
+        if not name.startswith("aten::"):
+            return allowed, False
+        op = name[6:]
+        if op_allowed(op):
+            return True, False
+        if op in _DECOMPOSED_OPS or (op == "fill_" and allowed):
+            return allowed, False
+        self.violations.add(where, f"aten::{op} called ({seen})")
+        return allowed, True
+
+    def judge(self, records, extension_calls):
+        """Judges the profiler's records; returns RecordFunction's id of the forward's thread."""
+        counts = {self.FORWARD: 0, self.END: 0, self.EXTENSION: 0}
+        main_thread, unmatched = None, 0
+        for thread in records:
+            stack = []  # per open event: (handle, (in the binding, under an allowed op, under a denied op))
+            for event in thread:
+                if event.kind() == "pop":
+                    # A range that ends without having begun in this session: the profiler was
+                    # stopped and started again in forward, the events before it lost.
+                    if event.handle() not in [handle for handle, _ in stack]:
+                        unmatched += 1
+                    while stack and stack.pop()[0] != event.handle():
+                        pass
+                    continue
+                if event.kind() != "push":
+                    continue
+                name = event.name()
+                binding, allowed, denied = stack[-1][1] if stack else (False, False, False)
+                if name in counts:
+                    counts[name] += 1
+                    main_thread = event.thread_id() if name == self.FORWARD else main_thread
+                    binding = binding or name == self.EXTENSION
+                elif not denied:  # under a denied op: its own implementation
+                    where = "torch_compute_in_binding" if binding else "torch_compute_in_forward"
+                    allowed, denied = self._judge_op(name, allowed, where)
+                stack.append((event.handle(), (binding, allowed, denied)))
+        if counts[self.FORWARD] != 1 or counts[self.END] != 1 or unmatched:
+            self.violations.add("observer_tampered", "RecordFunction did not see the harness's own ranges around "
+                                                     "the forward (turned off, its callbacks cleared, the profiler restarted)")
+        elif counts[self.EXTENSION] < extension_calls:
+            self.violations.add("observer_tampered", f"RecordFunction saw {counts[self.EXTENSION]} of the "
+                                                     f"{extension_calls} extension calls")
+        return main_thread
+
+    def judge_other_threads(self, nodes, main_thread):
+        """The trace's operators on threads other than the forward's (RecordFunction's thread ids in
+        both), each judged under its parents as judge() does; the forward's thread is judge()'s."""
+        by_id = {node.get("id"): node for node in nodes}
+        verdicts = {}  # id -> (under an allowed op, under a denied op)
+        for node in nodes:
+            tid = next((a.get("value") for a in node.get("attrs", ()) if a.get("name") == "tid"), None)
+            if tid in (main_thread, 0):  # 0: the trace's process node
+                continue
+            chain = []  # up to the first ancestor already judged (the trace lists children first)
+            while node is not None and node.get("id") not in verdicts and node not in chain:
+                chain.append(node)
+                node = by_id.get(node.get("ctrl_deps"))
+            allowed, denied = verdicts.get(node.get("id"), (False, False)) if node is not None else (False, False)
+            for node in reversed(chain):
+                if not denied:
+                    allowed, denied = self._judge_op(node.get("name", ""), allowed, "torch_compute_in_forward",
+                                                     "on another thread, seen by the execution trace")
+                verdicts[node.get("id")] = (allowed, denied)
+
+
+def call_observed(fn, args, kwargs):
+    """fn(*args, **kwargs), the extension's function, inside the EXTENSION range while an observer
+    watches (verify's forward only: the timed runs pay one check)."""
+    if _observer[0] is None:
+        return fn(*args, **kwargs)
+    with _RecordFunctionFast(OperatorObserver.EXTENSION):
+        return fn(*args, **kwargs)
+
+
+def _refused(name):
+    """What stands in for a switch of RecordFunction or of the trace: a call in forward is the
+    violation, elsewhere an error. The originals of `_enable_record_function` and
+    `_clear_callbacks` are dropped, never kept (the harness and torch's own code never call them),
+    so no candidate code can reach them from Python."""
+    def refused(*args, **kwargs):
+        observer = _observer[0]
+        if observer is not None:
+            observer.tampered(f"{name} called in forward")
+        raise RuntimeError(f"harness: {name} is not available to candidates")
+    refused.__name__ = name
+    return refused
+
+
+def _observed_redispatch(self, keyset, *args, **kwargs):
+    """OpOverload.redispatch's route: the dispatcher's redispatch runs no RecordFunction (and skips
+    the Python key), so while an observer watches the operator gets a range of its own name."""
+    if _observer[0] is None:
+        return _redispatch_boxed(self, keyset, *args, **kwargs)
+    with _RecordFunctionFast(self.schema().name):
+        return _redispatch_boxed(self, keyset, *args, **kwargs)
+
+
+_redispatch_boxed = torch._C._DispatchOperatorHandle.redispatch_boxed
+_SWITCHES = {name: _refused(name) for name in ("_enable_record_function", "_clear_callbacks")}
+# Where the switches are installed (the identity table watches these): (owner, name, replacement).
+_OBSERVER_SWITCHES = [(torch._C._autograd, name, fn) for name, fn in _SWITCHES.items()]
+_OBSERVER_SWITCHES += [(torch.autograd, name, fn) for name, fn in _SWITCHES.items() if hasattr(torch.autograd, name)]
+# The original redispatch is kept (torch's custom-op autograd and subclasses call it): observed.
+_OBSERVER_SWITCHES.append((torch._C._DispatchOperatorHandle, "redispatch_boxed", _observed_redispatch))
+# The execution trace's switches: the harness keeps its own, bound above; torch.profiler's
+# ExecutionTraceObserver holds them too.
+_TRACE_REFUSED = {name: _refused(name) for name in _TRACE_SWITCHES}
+import torch.profiler.profiler  # noqa: E402  (torch imports it itself; named here for the owner)
+_OBSERVER_SWITCHES += [(owner, name, fn) for owner in (torch._C._profiler, torch.profiler.profiler)
+                       for name, fn in _TRACE_REFUSED.items()]
+
+
+def install_observer_switches():
+    for owner, name, replacement in _OBSERVER_SWITCHES:
+        setattr(owner, name, replacement)
 
 
 class ForwardFunctionGuard(TorchFunctionMode):
@@ -168,10 +429,19 @@ def _identity_table():
             if isinstance(value, type(sys)):  # submodules load lazily
                 continue
             table[f"{prefix}.{name}"] = value
+    for owner, name, _ in _OBSERVER_SWITCHES:  # the operator observer's switches
+        table[f"{getattr(owner, '__name__', owner)}.{name}"] = getattr(owner, name)
     for name in ("synchronize", "Event", "current_stream", "Stream", "default_stream", "_sleep"):
         table[f"torch.cuda.{name}"] = getattr(torch.cuda, name)
     for name in ("record", "elapsed_time", "synchronize", "query"):
         table[f"torch.cuda.Event.{name}"] = getattr(torch.cuda.Event, name)
+    # The grad-mode context managers the timer and the guarded call enter: their classes are in the
+    # torch table, but a replaced __enter__ would run between the inputs and the clock's start.
+    for cls in (torch.no_grad, torch.enable_grad, torch.inference_mode, torch.set_grad_enabled):
+        for owner in cls.__mro__[:-1]:
+            for name in ("__new__", "__init__", "__enter__", "__exit__", "__call__", "clone"):
+                if name in vars(owner):
+                    table[f"torch.{cls.__name__}.{owner.__name__}.{name}"] = vars(owner)[name]
     import builtins
     for name in ("open", "__import__", "print", "isinstance", "type", "id", "len"):
         table[f"builtins.{name}"] = getattr(builtins, name)
@@ -180,8 +450,10 @@ def _identity_table():
 
 # Module-level state of the harness that changes as it runs, by design: left out of the snapshot.
 _RUNTIME_STATE = {"harness.exchange._roots"}
-# Modules the harness calls into whose functions a candidate could replace (framing, the exchange).
-_LIBRARY_MODULES = ("builtins", "msgpack", "struct", "os", "gc", "sys", "threading", "signal")
+# Modules the harness calls into whose functions a candidate could replace (framing, the exchange,
+# the input draw's seeding, the operator observer's trace).
+_LIBRARY_MODULES = ("builtins", "msgpack", "struct", "os", "gc", "sys", "threading", "signal", "random",
+                    "json", "json.decoder", "json.scanner", "tempfile")  # the operator observer's trace
 _CONTAINERS = (dict, list, set, frozenset, tuple)
 
 
@@ -234,23 +506,25 @@ class IdentitySnapshot:
     code shows up here."""
 
     def __init__(self):
-        self.modules = []  # (prefix, module, whole): whole=False watches callables only
+        # (prefix, module, whole, imports): whole=False watches callables only; imports=True also
+        # watches the modules it holds as globals (a task's `torch` swapped for a look-alike).
+        self.modules = []
         self.objects = []  # (prefix, object, attribute names or None for all, container items)
         for name, module in sorted(sys.modules.items()):
             if name == "harness" or name.startswith("harness.") or \
                     (name == "__main__" and getattr(module, "__spec__", None) is not None and
                      module.__spec__.name.startswith("harness.")):
                 prefix = module.__spec__.name if name == "__main__" else name
-                self.modules.append((prefix, module, True))
-        for name in _LIBRARY_MODULES:
+                self.modules.append((prefix, module, True, True))
+        for name in _LIBRARY_MODULES:  # their submodules may load lazily: not watched
             if name in sys.modules:
-                self.modules.append((name, sys.modules[name], False))
+                self.modules.append((name, sys.modules[name], False, False))
         self.recorded = self.record()
 
     def watch(self, prefix, module):
         """Also watch a module's functions and classes (the reference task's get_inputs: a hook
         there would see every input set first); its other globals may change as it runs."""
-        self.modules.append((prefix, module, False))
+        self.modules.append((prefix, module, False, True))
         self._record_added()
 
     def watch_object(self, prefix, obj, names=None, items=False):
@@ -273,11 +547,15 @@ class IdentitySnapshot:
 
     def entries(self, modules=slice(None), objects=slice(None), table=True):
         entries = list(_identity_table().items()) if table else []
-        for prefix, module, whole in self.modules[modules]:
+        for prefix, module, whole, imports in self.modules[modules]:
             entries.append((prefix + ".__class__", type(module)))
             for name, value in list(vars(module).items()):
                 label = f"{prefix}.{name}"
-                if label in _RUNTIME_STATE or name == "__builtins__" or isinstance(value, type(sys)):
+                if label in _RUNTIME_STATE or name == "__builtins__":
+                    continue
+                if isinstance(value, type(sys)):
+                    if imports:
+                        entries.append((label, value))
                     continue
                 if not whole:
                     if callable(value) and not isinstance(value, type):
@@ -487,9 +765,17 @@ class HookSnapshot:
 def warm_up_guards():
     """Entering the modes the first time imports TorchDynamo and rewraps a few torch functions;
     do it before any snapshot so only the candidate's own changes show."""
+    if not _DECOMPOSED_OPS:
+        _DECOMPOSED_OPS.update(_decomposed_ops())
+    install_observer_switches()
     scratch = Violations()
-    with ForwardFunctionGuard(scratch), ForwardDispatchGuard(scratch, [0]):
-        torch.empty(1)
+    observer = OperatorObserver(scratch)
+    observer.start()
+    try:
+        with ForwardFunctionGuard(scratch), ForwardDispatchGuard(scratch, [0]):
+            torch.empty(1)
+    finally:
+        observer.stop(0)
 
 
 def dynamo_frames():

@@ -8,11 +8,22 @@ is stamped with the call's first kernel already waiting behind it. Without the p
 while Python and the dispatcher launched that kernel, and every run counted that host time
 (docs/benchmarks.md, timing study). On CPU the wall clock brackets the call. The timers are
 bound here, at import, before any candidate code runs.
+
+The candidate's process cannot be trusted with its own clock: native code there can rewrite libc's
+clock_gettime, the vDSO or the CUDA event calls. So each of its timed runs is also timed by the
+worker (ChildClock here, candidate_process.WorkerClock there): with its inputs ready the child
+sends READY and waits for GO, which the worker sends after reading its own clock; once the call
+(and on CUDA its synchronisation) is over the child sends DONE, which the kernel stamps as it is
+sent (SO_TIMESTAMPNS), so neither the candidate nor the worker's own wake-up can move it. That
+span, less the null one (the same bracket around no call, taken before any candidate code ran)
+and, on CUDA, the launch pad, is a time the candidate cannot shrink; the sample that counts is the
+larger of it and the child's own (counted).
 """
 import contextlib
 import fcntl
 import math
 import os
+import select
 import statistics
 import tempfile
 import time
@@ -20,16 +31,80 @@ from time import perf_counter_ns as _perf_counter_ns
 
 import torch
 
+from harness import framing
+
 L2_FLUSH_BYTES = 256 << 20  # H200 L2 is 60 MB; four times over leaves nothing behind
 LAUNCH_PAD_CYCLES = 2_000_000  # about 1 ms at the H200's 1.98 GHz: longer than a call's launch
 
 _cuda_synchronize = torch.cuda.synchronize
 _CudaEvent = torch.cuda.Event
 _cuda_sleep = torch.cuda._sleep
+_os_read, _os_write, _os_fstat, _os_exit, _select = os.read, os.write, os.fstat, os._exit, select.select
+
+# The clock handshake's messages: the child sends READY and DONE, the worker GO.
+READY, GO, DONE = b"R", b"G", b"D"
+# Null round trips the worker takes at load, before any candidate code; it keeps the fastest (a
+# busy moment there, a spare child starting say, only makes the others slower).
+CALIBRATION_RUNS = 16
+# How long the child spins for GO before it blocks: longer than the worker takes to wake on READY
+# on another core; on the worker's own core it only delays the worker, before its clock starts.
+GO_SPIN_NS = 200_000
 
 
 def clone_inputs(inputs):
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+class ChildClock:
+    """The child's end of the worker's clock: one AF_UNIX SOCK_SEQPACKET socket, given by the
+    worker at start (candidate_process.WorkerClock is the other end). Waiting for GO it spins a
+    while before it blocks: a wake-up from sleep would count in the worker's time. (Yielding in
+    that spin handed the core to another task for its whole slice, about 2 ms, at times as GO
+    came.) DONE needs no answer: the kernel stamps it as it is sent.
+    GO out of order or the socket replaced means something else has the channel: the child exits
+    at once, as its main loop does for the reply channel, and the worker names it (forged_reply)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.file = self._file()
+        os.set_blocking(fd, False)
+
+    def _file(self):
+        stat = _os_fstat(self.fd)
+        return stat.st_dev, stat.st_ino
+
+    def start(self):
+        if self._file() != self.file:
+            _os_exit(framing.EXIT_CHANNEL_TAMPERED)
+        _os_write(self.fd, READY)
+        until = _perf_counter_ns() + GO_SPIN_NS
+        while True:
+            try:
+                got = _os_read(self.fd, 16)
+                break
+            except BlockingIOError:
+                if _perf_counter_ns() > until:
+                    _select([self.fd], [], [])
+        if got != GO:
+            _os_exit(framing.EXIT_CHANNEL_TAMPERED)
+
+    def stop(self):
+        _os_write(self.fd, DONE)
+        if self._file() != self.file:  # after the write: the time ends at DONE's kernel stamp
+            _os_exit(framing.EXIT_CHANNEL_TAMPERED)
+
+
+def nothing():
+    """The null call the clock is calibrated with."""
+
+
+def counted(child_ms, worker_ms):
+    """The candidate's samples that count: each the child's own, but never below the worker's
+    span of that run, a span taken at most at the median of the measurement's spans. A child that
+    rewrote its clock gains nothing that way, and cannot lower that median; a span stretched by the
+    host (the child preempted before it saw GO) is no part of an honest candidate's time."""
+    cap = statistics.median(worker_ms) if worker_ms else 0.0
+    return [max(c, min(w, cap)) for c, w in zip(child_ms, worker_ms)]
 
 
 class Timer:
@@ -40,25 +115,49 @@ class Timer:
         if self.cuda:
             self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
 
-    def time_once(self, fn, inputs):
-        """Milliseconds of one call of fn on a fresh clone of inputs, and its output."""
+    def time_once(self, fn, inputs, clock=None, pad_cycles=LAUNCH_PAD_CYCLES):
+        """Milliseconds of one call of fn on a fresh clone of inputs, and its output. A clock
+        (ChildClock) brackets the call with the worker's: opened after the inputs are ready (and
+        on CUDA the flush done), closed after the end mark."""
         args = clone_inputs(inputs)
         with torch.no_grad():
             if self.cuda:
                 self.flush_buffer.fill_(1)
                 start, end = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
                 _cuda_synchronize()
-                _cuda_sleep(LAUNCH_PAD_CYCLES)
-                start.record()
-                out = fn(*args)
-                _cuda_synchronize()  # device-wide: work on side streams is counted
-                end.record()
-                end.synchronize()
+            if clock is not None:
+                clock.start()
+            try:
+                if self.cuda:
+                    _cuda_sleep(pad_cycles)
+                    start.record()
+                    out = fn(*args)
+                    _cuda_synchronize()  # device-wide: work on side streams is counted
+                    end.record()
+                    end.synchronize()
+                else:
+                    t0 = _perf_counter_ns()
+                    out = fn(*args)
+                    t1 = _perf_counter_ns()
+            finally:
+                if clock is not None:
+                    clock.stop()
+            if self.cuda:
                 return start.elapsed_time(end), out
-            t0 = _perf_counter_ns()
-            out = fn(*args)
-            t1 = _perf_counter_ns()
             return (t1 - t0) / 1e6, out
+
+    def pad_ms(self):
+        """How long the launch pad spins now, in milliseconds: on CUDA the worker's bracket of a
+        child's run holds one, which the worker's bound of that run leaves out."""
+        if not self.cuda:
+            return 0.0
+        start, end = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
+        _cuda_synchronize()
+        start.record()
+        _cuda_sleep(LAUNCH_PAD_CYCLES)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
 
 
 # One CPU job's timed runs at a time on this host, whichever worker or rollout it belongs to.

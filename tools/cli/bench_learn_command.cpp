@@ -53,6 +53,7 @@ struct bench_learn_options {
   bool recompute_layers = learner::learner_options{}.activation_checkpointing;
   std::string compute_dtype = learner::learner_options{}.compute_dtype;
   std::string attention = learner::learner_options{}.attention;
+  bool fused_optimizer = learner::learner_options{}.fused_optimizer;
   int profile_top = 0;  // > 0: one more step under the profiler, its N costliest names
   bool json = false;
 };
@@ -181,9 +182,10 @@ int run_bench_learn(bench_learn_options opt) {
   if (!opt.json)
     std::printf(
         "bench learn: %s (random fp32 weights), %s, %d episode(s) per step, %d timed steps per cell, "
-        "logits %lld positions at a time, activation checkpointing %s, compute %s, attention %s\n",
+        "logits %lld positions at a time, activation checkpointing %s, compute %s, attention %s, fused optimizer %s\n",
         opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk),
-        opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str(), opt.attention.c_str());
+        opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str(), opt.attention.c_str(),
+        opt.fused_optimizer ? "on" : "off");
   if (!opt.json)
     std::printf("%-5s %8s %14s %12s %10s %7s %9s  %s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s",
                 "MFU", "optim s", "first step: loss, actor grad norm");
@@ -199,6 +201,7 @@ int run_bench_learn(bench_learn_options opt) {
         options.activation_checkpointing = opt.recompute_layers;
         options.compute_dtype = opt.compute_dtype;
         options.attention = opt.attention;
+        options.fused_optimizer = opt.fused_optimizer;
         learner::learner l{actor, critic, options};
         const auto samples = random_episodes(opt.episodes, length, config.vocab_size, 7);
         std::vector<double> seconds;
@@ -275,7 +278,8 @@ int run_bench_learn(bench_learn_options opt) {
   if (opt.json)
     std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"logit_chunk_tokens", opt.logit_chunk},
                                  {"activation_checkpointing", opt.recompute_layers},
-                                 {"compute_dtype", opt.compute_dtype}, {"attention", opt.attention}, {"rows", rows}}
+                                 {"compute_dtype", opt.compute_dtype}, {"attention", opt.attention},
+                                 {"fused_optimizer", opt.fused_optimizer}, {"rows", rows}}
                      .dump()
               << "\n";
   else if (peak > 0)
@@ -308,6 +312,8 @@ void add_bench_learn_command(CLI::App& bench, invocation& inv) {
       ->check(CLI::IsMember({"float32", "bfloat16"}));
   cmd->add_option("--attention", opt->attention, "learner.attention: default (flash first) or cudnn")
       ->check(CLI::IsMember({"default", "cudnn"}));
+  cmd->add_option("--fused-optimizer", opt->fused_optimizer,
+                  "AdamW and clipping in multi-tensor kernels (learner.fused_optimizer): true or false");
   cmd->add_option("--profile-top", opt->profile_top,
                   "Run one more step per cell under the profiler and list its N costliest names (CUDA kernels' GPU "
                   "time on cuda, aten operators' inclusive time on cpu)")

@@ -625,6 +625,7 @@ int run_train(const settings& config, const train_flags& flags) {
   options.activation_checkpointing = config.get_bool("learner.activation_checkpointing");
   options.compute_dtype = config.get_string("learner.compute_dtype");
   options.attention = config.get_string("learner.attention");
+  options.fused_optimizer = config.get_bool("learner.fused_optimizer");
   learner::learner trainer{actor, critic, options};
 
   std::mt19937_64 rng{static_cast<uint64_t>(config.get_int("learner.seed"))};

@@ -62,7 +62,7 @@ json stats_json(const model::engine_stats& s) {
           {"decoded_tokens", s.decoded_tokens},     {"decode_steps", s.decode_steps},
           {"prefill_steps", s.prefill_steps},
           {"evictions", s.evictions},               {"largest_batch", s.largest_batch},
-          {"cache_bytes", s.cache_bytes}};
+          {"cache_bytes", s.cache_bytes},           {"slot_handovers", s.slot_handovers}};
 }
 
 torch::ScalarType dtype_from(const std::string& name) {

@@ -69,8 +69,10 @@ def models(tmp_path_factory):
     return out
 
 
-def run_probe(tmp_path, model_dir, ops, options=None):
+def run_probe(tmp_path, model_dir, ops, options=None, decode_pool=None):
     script = {"model": str(model_dir), "options": options or {}, "ops": ops}
+    if decode_pool:
+        script["decode_pool"] = decode_pool  # [slots, tokens]
     path = tmp_path / f"script_{len(list(tmp_path.iterdir()))}.json"
     path.write_text(json.dumps(script))
     done = subprocess.run([str(PROBE), str(path)], capture_output=True, text=True, timeout=300,
@@ -255,6 +257,39 @@ def test_second_turn_prefills_only_new_tokens(models, tmp_path):
     assert close(t3["logprobs"], res["fresh3"]["logprobs"], 1e-4)
     assert res["t4"]["cached_tokens"] == 0  # released
     assert res["t4"]["token_ids"] == res["fresh3"]["token_ids"]
+
+
+def test_idle_caches_hand_their_pool_slots_to_running_ones(models, tmp_path):
+    """With one decode pool slot and two conversations taking turns, each turn's cache gets the
+    slot from the idle one (which keeps its tokens in memory of its own), and every turn reads
+    its conversation from the cache and samples what it samples without a pool."""
+    model_dir, _ = models["a"]
+    a1, b1 = prompt_of(12, salt=1), prompt_of(10, salt=2)
+
+    def turns(decode_pool):
+        first = run_probe(tmp_path, model_dir, [submit("a1", a1, sequence_id="a", temperature=0, max_tokens=6),
+                                                {"op": "wait", "names": ["a1"]},
+                                                submit("b1", b1, sequence_id="b", temperature=0, max_tokens=6),
+                                                {"op": "wait", "names": ["b1"]}], decode_pool=decode_pool)
+        ra, rb = first["results"]["a1"], first["results"]["b1"]
+        a2, b2 = a1 + ra["token_ids"] + prompt_of(3, salt=3), b1 + rb["token_ids"] + prompt_of(3, salt=4)
+        return run_probe(tmp_path, model_dir, [
+            submit("a1", a1, sequence_id="a", temperature=0, max_tokens=6), {"op": "wait", "names": ["a1"]},
+            submit("b1", b1, sequence_id="b", temperature=0, max_tokens=6), {"op": "wait", "names": ["b1"]},
+            {"op": "stats", "name": "after_b1"},
+            submit("a2", a2, sequence_id="a", temperature=0, max_tokens=6), {"op": "wait", "names": ["a2"]},
+            submit("b2", b2, sequence_id="b", temperature=0, max_tokens=6), {"op": "wait", "names": ["b2"]},
+            {"op": "stats", "name": "after_b2"}], decode_pool=decode_pool)
+
+    pooled, plain = turns([1, 64]), turns(None)
+    assert pooled["stats"]["after_b1"]["slot_handovers"] == 1  # a's slot to b
+    assert pooled["stats"]["after_b2"]["slot_handovers"] == 3  # to a, then back to b
+    assert plain["stats"]["after_b2"]["slot_handovers"] == 0
+    for name in ("a1", "b1", "a2", "b2"):
+        assert pooled["results"][name]["token_ids"] == plain["results"][name]["token_ids"], name
+        assert pooled["results"][name]["logprobs"] == plain["results"][name]["logprobs"], name
+        assert pooled["results"][name]["cached_tokens"] == plain["results"][name]["cached_tokens"], name
+    assert pooled["results"]["a2"]["cached_tokens"] == 12 + 6
 
 
 def test_eviction_under_budget(models, tmp_path):

@@ -80,11 +80,12 @@ def candidate_names(kind, candidates_dir="candidates"):
     for name in sorted(os.listdir(os.path.join(HERE, candidates_dir))):
         meta = json.load(open(os.path.join(HERE, candidates_dir, name, "candidate.json")))
         memo = meta.get("memo", False)  # judged by the speed it earns, not by a violation
+        clock = meta.get("clock_cheat", False)  # lies about its time: judged by the worker's clock
         hole = "known_hole" in meta  # a cheat the harness does not catch yet (test_redteam.py)
-        honest = not meta["expect_violations"] and "expect_error" not in meta and not memo
+        honest = not meta["expect_violations"] and "expect_error" not in meta and not memo and not clock
         fault = "expect_error" in meta
         if (kind == "honest" and honest) or (kind == "fault" and fault) or (kind == "memo" and memo) or \
-                (kind == "known_hole" and hole) or \
-                (kind == "cheat" and not honest and not fault and not memo and not hole):
+                (kind == "known_hole" and hole) or (kind == "clock" and clock) or \
+                (kind == "cheat" and not honest and not fault and not memo and not clock and not hole):
             names.append(name)
     return names

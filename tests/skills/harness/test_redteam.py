@@ -123,6 +123,20 @@ def test_a_memo_earns_no_more_than_its_honest_speed(worker, solutions, name):
         assert "timed run" in record["error"] or record["violations"], record
 
 
+@pytest.mark.parametrize("name", candidate_names("clock"))
+def test_a_clock_cheat_is_timed_by_the_workers_clock(worker, solutions, name):
+    # Native code that rewrites the child's own clock (libc's clock_gettime here) reported the
+    # triple loop at 0.015 ms, reward 3. The worker times each run itself (timing.ChildClock), so
+    # the cheat earns what its honest kernel earns: honest_linear runs the same loop.
+    _, honest_job = solutions("honest_linear")
+    _, job = solutions(name)
+    honest = worker.request(honest_job)["record"]
+    record = worker.request(job)["record"]
+    assert honest["correct"] and record["correct"], (honest, record)
+    assert record["reward"] <= max(1, honest["reward"]), record
+    assert record["t_new_ms"] >= 0.5 * honest["t_new_ms"], (record, honest)
+
+
 def test_a_poisoned_baseline_is_detected_and_measured_again(worker, solutions, tmp_path):
     # A cached baseline 100x too slow would make any candidate look fast. Each job measures
     # eager afresh; when its median disagrees with the cached one, both baselines are measured

@@ -2,6 +2,7 @@
 #include <torch/extension.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -29,6 +30,15 @@ namespace {
 // ATen compute in the binding with the Python dispatch keys excluded from this thread's TLS:
 // a TorchDispatchMode on the stack (the harness's ForwardDispatchGuard) is never consulted.
 torch::Tensor aten_python_key_excluded(torch::Tensor x) {
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  return at::relu(x * 2.0 + 1.0);
+}
+
+// The same with RecordFunction off on this thread as well (at::DisableRecordFunctionGuard): no
+// callback runs, neither the profiler's nor the execution trace's global one.
+torch::Tensor aten_unobserved(torch::Tensor x) {
+  at::DisableRecordFunctionGuard no_record_function;
   c10::impl::ExcludeDispatchKeyGuard no_python(
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   return at::relu(x * 2.0 + 1.0);
@@ -267,6 +277,7 @@ void register_redteam(pybind11::module& m) {
   m.def("start_patcher", &start_patcher);
   m.def("linear_relu_file_rewritten", &linear_relu_file_rewritten);
   m.def("aten_python_key_excluded", &aten_python_key_excluded);
+  m.def("aten_unobserved", &aten_unobserved);
   m.def("patch_libc_clock", &patch_libc_clock);
   m.def("linear_relu_off_the_clock", &linear_relu_off_the_clock);
   m.def("rt_linear_relu", &linear_relu_impl);
