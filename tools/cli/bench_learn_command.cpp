@@ -248,15 +248,16 @@ int run_bench_learn(bench_learn_options opt) {
                              (stage == "rft" ? 3.0 * forward_flops(config, length, true)
                                              : 3.0 * (forward_flops(config, length, true) +
                                                       forward_flops(config, length, false)));
+        const double tflops = flops / median / 1e12;
         row["tokens_per_s"] = tokens / median;
-        row["tflops"] = flops / median / 1e12;
-        if (peak > 0) row["mfu"] = flops / median / 1e12 / peak;
+        row["tflops"] = tflops;
+        if (peak > 0) row["mfu"] = tflops / peak;
         if (!opt.json) {
           char mfu[32] = "-";
-          if (peak > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * flops / median / 1e12 / peak);
+          if (peak > 0) std::snprintf(mfu, sizeof mfu, "%.1f%%", 100.0 * tflops / peak);
           std::printf("%-5s %8lld %6.3f (%.3f-%.3f) %12.0f %10.2f %7s %9.4f  %.6g, %.6g\n", stage.c_str(),
                       static_cast<long long>(length), median, seconds.front(), seconds.back(), tokens / median,
-                      flops / median / 1e12, mfu, row["optimizer_step_s"]["median"].get<double>(), loss,
+                      tflops, mfu, row["optimizer_step_s"]["median"].get<double>(), loss,
                       first.actor_grad_norm);
           if (row.contains("profile")) {
             const auto& p = row["profile"];
