@@ -3,12 +3,13 @@ unguarded forward (the first warm-up run) finds main()'s frame, takes its channe
 runner, and has the extension raise SIGIO on the main thread whenever the worker reads from the
 reply pipe, which it does only once the main thread is blocked in the main loop's own read. From
 then on each request is awaited, read and answered by _serve, called from that signal's handler
-inside that read (unless the request is there already: that one is left to the runner): LoopWatch finds the thread blocked there, at that
-stack pointer, with every byte of the request read by that thread, the command pipe empty and one
-reply frame. A timed run's clock handshake is sent back to back (READY, GO, DONE) and the output
-computed after it; the samples are made up. Each reply is followed by lines on the violations pipe that name no violation: the worker
-reads and drops them before it sends the next request, which gives the next signal's handler time
-to be first. The runner's own handlers and checks never run again."""
+inside that read (a request already there when the handler runs is left to the runner): LoopWatch
+finds the thread blocked there, at that stack pointer, with every byte of the request read by that
+thread, the command pipe empty and one reply frame. A timed run's clock handshake is sent back to
+back (READY, GO, DONE) and the output computed after it; the samples are made up. Each reply is
+followed by lines on the violations pipe that name no violation: the worker reads and drops them
+before it sends the next request, which gives the next signal's handler time to be first. The
+runner's own handlers and checks never run again."""
 import fcntl
 import os
 import select
