@@ -82,8 +82,10 @@ def candidate_names(kind, candidates_dir="candidates"):
         memo = meta.get("memo", False)  # judged by the speed it earns, not by a violation
         clock = meta.get("clock_cheat", False)  # lies about its time: judged by the worker's clock
         hole = "known_hole" in meta  # a cheat the harness does not catch yet (test_redteam.py)
-        honest = not meta["expect_violations"] and "expect_error" not in meta and not memo and not clock
-        fault = "expect_error" in meta
+        # A known hole is only ever that kind, whatever else it says: a wrong output judged right
+        # names no violation, and its expect_error is what closing the hole will make it fail with.
+        honest = not meta["expect_violations"] and "expect_error" not in meta and not memo and not clock and not hole
+        fault = "expect_error" in meta and not hole
         if (kind == "honest" and honest) or (kind == "fault" and fault) or (kind == "memo" and memo) or \
                 (kind == "known_hole" and hole) or (kind == "clock" and clock) or \
                 (kind == "cheat" and not honest and not fault and not memo and not clock and not hole):
