@@ -10,7 +10,7 @@ import pytest
 
 from conftest import candidate_names
 
-from harness import guard, reward
+from harness import evaluator, guard, reward
 
 
 @pytest.mark.parametrize("name", candidate_names("honest"))
@@ -25,7 +25,11 @@ def test_honest_candidate_passes(worker, solutions, name):
     for key in ("t_new_ms", "t_eager_ms", "t_compile_ms"):
         assert record[key] > 0 and math.isfinite(record[key])
     timing = record["timing"]
-    assert timing["baseline"] in ("fresh", "cached", "remeasured") and 1 <= timing["measurements"] <= 3
+    assert timing["baseline"] in ("fresh", "cached", "remeasured")
+    # A cached baseline rejected at a later measurement (the host slowed eager) is followed by one
+    # fresh measurement, the only one that can judge against a fresh torch.compile.
+    limit = evaluator.MEASUREMENTS + (timing["baseline"] == "remeasured")
+    assert 1 <= timing["measurements"] <= limit, timing
     # speed earns a milestone only where it was measured steadily
     t_new = record["t_new_ms"] if timing["reliable"] else math.nan
     assert record["reward"] == reward.milestone_reward(True, t_new, record["t_eager_ms"], record["t_compile_ms"])
