@@ -33,7 +33,7 @@ import sys
 import termios
 import time
 
-from harness import exchange, framing, guard, timing
+from harness import exchange, framing, guard, native_code, timing
 
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # skills/
 
@@ -283,6 +283,7 @@ class CandidateProcess:
             fcntl.fcntl(self.reply_r, _F_SETPIPE_SZ, REPLY_PIPE_BYTES)
         self.child_cmd_fd = cmd_r
         self.watch = None  # LoopWatch, once the child is ready
+        self.loaded_code = None  # native_code.LoadedCode, once the child is ready
         info_r, info_w = os.pipe()
         # What the child's guards catch, written through as they catch it (guard.Violations).
         self.violations_r, violations_w = os.pipe()
@@ -346,6 +347,9 @@ class CandidateProcess:
             raise self._death("while starting")
         self.watch = LoopWatch(self._runner_pid(), self.child_cmd_fd)
         self.watch.record_idle(time.monotonic() + LOOP_GRACE_S)
+        # The code mapped before any candidate code is the installation's; what is mapped later is
+        # judged after each request (native_code.LoadedCode).
+        self.loaded_code = native_code.LoadedCode(self.watch.pid, [self.exchange.directory])
         self.ready = True
 
     def _runner_pid(self):
@@ -393,11 +397,13 @@ class CandidateProcess:
             raise CandidateFailure(f"the candidate wrote into the harness's reply channel: {detail}", _forged(detail))
         self._check_clock(op, msg, reply)
         # What the child wrote through (its reply's own list can have been emptied in the child;
-        # what was sent cannot) and what the worker sees from outside, added to the reply's list.
+        # what was sent cannot) and what the worker sees from outside, added to the reply's list:
+        # processes it started, and shared objects it mapped whose symbols fail native_code's check.
         found = self._sent_violations()
         started = self._started_processes()
         if started:
             found.append(("spawns_process", f"{len(started)} process(es) it started still running after {op}"))
+        found += self.loaded_code.new_violations().items()
         if found:
             violations = reply.get("violations") if isinstance(reply.get("violations"), dict) else {}
             for name, detail in found:

@@ -26,13 +26,17 @@ import torch
 from harness import exchange, framing, guard, task_inputs, timing
 
 _ipc_collect = torch.cuda.ipc_collect  # bound before any candidate code runs
+# What a forward may return its outputs in: plain tuples and lists and torch's own named tuples
+# (torch.return_types), whose iteration is the tuple's and runs no candidate code.
+_OUTPUT_SEQUENCES = frozenset([tuple, list] + [t for t in vars(torch.return_types).values()
+                                               if isinstance(t, type) and issubclass(t, tuple)])
 _F_GETPIPE_SZ = 1032
 
 
 def as_output_list(out):
-    if isinstance(out, (tuple, list)):
-        return list(out)
-    return [out]
+    """A forward's outputs as a list. Only the exact sequence types are unpacked: a subclass's
+    iteration is the candidate's code, so it stays one output, which the type checks refuse."""
+    return list(out) if type(out) in _OUTPUT_SEQUENCES else [out]
 
 
 def storage_span(t):
@@ -42,12 +46,6 @@ def storage_span(t):
 
 def overlaps(a, b):
     return a[0] < b[1] and b[0] < a[1] and a[0] != a[1]
-
-
-def settled_digests(outs):
-    """dtype, shape and the sampled-bytes digest of each output (task_inputs.fingerprint without
-    its sum, which NaN would make unequal to itself)."""
-    return [(p[0], p[1], p[3]) if len(p) == 4 else tuple(p) for p in task_inputs.fingerprint(outs)]
 
 
 def same_values(a, b):
@@ -249,7 +247,7 @@ class Runner:
             self.violations.add("monkeypatch", f"{', '.join(changed[:5])} replaced ({when})")
 
     # --- one guarded call ----------------------------------------------------------------------
-    def guarded_call(self, inputs, call_index, settle=True):
+    def guarded_call(self, inputs, settle=True):
         snapshots = [x.clone() if isinstance(x, torch.Tensor) else None for x in inputs]
         input_spans = [storage_span(x) for x in inputs if isinstance(x, torch.Tensor)]
         py_threads = set(threading.enumerate())
@@ -290,8 +288,7 @@ class Runner:
             torch.cuda.synchronize()
         else:
             time.sleep(0.02)
-        later = [o.clone() for o in outs]
-        settled = settled_digests(later)
+        later = [o.clone() for o in outs]  # kept whole: verify compares every element again at its end
         for a, b in zip(seen, later):
             if not same_values(a, b):
                 name = "side_stream" if self.device.type == "cuda" else "background_thread"
@@ -299,7 +296,9 @@ class Runner:
         alive = [t for t in threading.enumerate() if t not in py_threads and t.is_alive()]
         if alive:
             self.violations.add("background_thread", f"thread {alive[0].name} still running after forward")
-        if call_index > 0 and self.device.type == "cpu":  # the CUDA driver starts helper threads lazily
+        if self.device.type == "cpu":  # the CUDA driver starts helper threads lazily
+            # torch's pool was started before load (prepare): a thread the first call leaves
+            # behind is the candidate's as much as a later call's.
             lingering = guard.os_thread_ids() - os_threads
             if lingering:
                 self.violations.add("background_thread", f"{len(lingering)} OS thread(s) started in forward still alive")
@@ -329,7 +328,7 @@ class Runner:
         if guard.dynamo_frames() != self.dynamo_frames:
             self.violations.add("torch_compile_fallback", "TorchDynamo compiled a frame during forward")
         self._check_identity("after forward")
-        return outs, flags, settled
+        return outs, flags, later
 
     # --- verify --------------------------------------------------------------------------------
     def draw(self, req):
@@ -343,7 +342,7 @@ class Runner:
         sets, self.sets = self.sets, None
         if sets is None:
             raise RuntimeError("verify before draw")
-        poisoned, digests = [], []
+        poisoned, settled = [], []
         buffers = None
         for i, values in enumerate(sets):
             if i < max(1, len(sets) - 2):
@@ -356,15 +355,17 @@ class Runner:
                         if isinstance(b, torch.Tensor):
                             b.copy_(v)
             late = self.device.type == "cuda" and i == len(sets) - 1 and i > 0
-            outs, flags, settled = self.guarded_call(buffers, i, settle=not late)
+            outs, flags, copies = self.guarded_call(buffers, settle=not late)
             poisoned.append(flags)
-            digests.append(settled)
+            settled.append(copies)
         self._check_hooks("after verify")
         # Each output as it was once its call had settled: one filled in later (a callback that
         # fires as guarded_call's guard goes away, a thread) would be read back right.
         verified = self.kept_outputs[-len(sets):]
-        for i, (outs, digest) in enumerate(zip(verified, digests)):
-            if settled_digests(outs) != digest:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        for i, (outs, copies) in enumerate(zip(verified, settled)):
+            if any(not same_values(o, c) for o, c in zip(outs, copies)):
                 self.violations.add("background_thread", f"input set {i}: the output changed after its call's checks")
                 raise guard.ViolationRaised("an output changed after its call's checks")
         # Outputs are read back only now: one overwritten by a later call is caught as wrong.
@@ -409,22 +410,20 @@ class Runner:
             gc.enable()
 
     def _time_runs(self, req, inputs):
-        samples, out, timed = [], None, []
+        samples, timed = [], []  # timed: each run's outputs and their copies at its clock's end
         for _ in range(int(req.get("warmup", 0))):
             self.timer.time_once(self.model, inputs)
         threads_before = set(threading.enumerate())
         for _ in range(int(req["runs"])):
             self.extension_calls = 0
-            ms, out = self.timer.time_once(self.model, inputs, self.clock)  # the worker's clock too
+            self.extension_storages = []
+            # The worker's clock too; the output is captured before the timer lets anything go.
+            ms, _, captured = self.timer.time_once(self.model, inputs, self.clock, at_clock=self._at_clock)
             samples.append(ms)
-            if self.extension_calls == 0:  # verify's guards do not run here: the kernel must, at least
-                self.violations.add("kernel_not_called", "a timed run called no function of cuda_extension")
-                raise guard.ViolationRaised("a timed run called no function of cuda_extension")
             # What the clock's end saw, compared below with what is there later: a forward that
             # returned before its work was done (a host thread, a launch after the clock) and
             # finished it after the clock shows up as an output that changed.
-            outs = as_output_list(out)
-            timed.append((outs, [o.clone() if type(o) is torch.Tensor else None for o in outs]))
+            timed.append(captured)
         if [t for t in threading.enumerate() if t not in threads_before and t.is_alive()]:
             self.violations.add("background_thread", "a thread outlived a timed run")
         self._check_identity("after timing")
@@ -432,15 +431,55 @@ class Runner:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         for outs, at_clock in timed:
-            if any(c is not None and not same_values(o, c) for o, c in zip(outs, at_clock)):
+            if any(not same_values(o, c) for o, c in zip(outs, at_clock)):
                 name = "side_stream" if self.device.type == "cuda" else "background_thread"
                 self.violations.add(name, "a timed run's output changed after its clock stopped")
                 raise guard.ViolationRaised("a timed run's output changed after its clock stopped")
         # A tuple made before this frame's outputs die: a callback hung on one cannot edit it.
         reply = {"samples_ms": tuple(samples)}
-        if req.get("return_output") and out is not None:
-            reply["output"] = self.exchange.put_outputs(as_output_list(out))
+        if req.get("return_output") and timed:
+            reply["output"] = self.exchange.put_outputs(timed[-1][0])
         return reply
+
+    def _at_clock(self, out, args):
+        """A timed run's outputs and their copies, taken as soon as the clock has stopped. Until
+        here the candidate could have left code to run after its clock: a handler of a signal that
+        a read of the output or a timer raises, a thread of its own, an output object whose methods
+        compute. So first the hooks (native signal handlers and timers included), the threads, and
+        each output's type, exactly, before any method of it is called, and where its memory came
+        from (verify's cheap storage checks: no operator is observed here, so an output computed
+        with torch must at least not be the timer's input clone or memory no kernel touched); then
+        the copies, while Timer.time_once still holds everything forward received."""
+        if self.device.type == "cpu":  # the CUDA driver starts helper threads lazily
+            # First, and cheap: a thread that finishes the work after DONE may end any moment.
+            started = guard.os_thread_ids() - self.threads_before_load
+            if started:
+                self.violations.add("background_thread", f"{len(started)} OS thread(s) of the candidate alive "
+                                                         "when a timed run's clock stopped")
+                raise guard.ViolationRaised("an OS thread of the candidate outlived a timed run's clock")
+        self._check_hooks("when a timed run's clock stopped", tables=False)
+        outs = as_output_list(out)
+        for o in outs:
+            if type(o) is not torch.Tensor:
+                self.violations.add("lazy_or_subclassed_output", f"a timed run's output of type {type(o).__name__}")
+                raise guard.ViolationRaised("a timed run's output is not a torch.Tensor")
+            if o.device != self.device or o.layout != torch.strided or o.is_meta or o.is_nested:
+                self.violations.add("lazy_or_subclassed_output", f"a timed run's output on {o.device} / {o.layout}")
+                raise guard.ViolationRaised("a timed run's output is not a dense tensor on the task's device")
+        if self.extension_calls == 0:  # verify's guards do not run here: the kernel must, at least
+            self.violations.add("kernel_not_called", "a timed run called no function of cuda_extension")
+            raise guard.ViolationRaised("a timed run called no function of cuda_extension")
+        input_spans = [storage_span(a) for a in args if type(a) is torch.Tensor]
+        for o in outs:
+            span = storage_span(o)
+            if any(overlaps(span, s) for s in input_spans):
+                self.violations.add("output_aliases_input", "a timed run's output shares memory with its input")
+                raise guard.ViolationRaised("a timed run's output shares memory with its input")
+            if not any(overlaps(span, s) for s in self.extension_storages):
+                self.violations.add("output_not_from_kernel", "no extension call of a timed run returned or "
+                                                              "received its output")
+                raise guard.ViolationRaised("a timed run's output came from no extension call")
+        return outs, [o.clone() for o in outs]
 
 
 def main():

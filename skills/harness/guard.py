@@ -3,8 +3,11 @@
 The child imports the candidate; these guards watch it. Each trick caught is recorded under a fixed
 violation name (VIOLATIONS) with a one-line detail. The verdict on correctness is never taken here:
 the trusted worker compares the outputs, so a candidate that defeats a guard still has to produce
-the right numbers by itself.
+the right numbers by itself. Native code in the candidate's process can switch these guards off on
+its own thread; what it imports to do so, or to compute with ATen, the worker judges from outside
+by the symbols of its shared objects, with this module's operator policy (native_code.py).
 """
+import ctypes
 import gc
 import json
 import os
@@ -22,7 +25,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 # Every name the harness can put in `violations`, with what it means.
 VIOLATIONS = {
     "torch_compute_in_forward": "a PyTorch operator computed inside ModelNew.forward",
-    "torch_compute_in_binding": "a PyTorch (ATen) operator computed inside the extension's bindings",
+    "torch_compute_in_binding": "a PyTorch (ATen) operator computed inside the extension's bindings, or imported "
+                                "by its native code (native_code.py: at::_ops calls, ATen's kernels past the dispatcher)",
+    "binding_disables_observer": "the candidate's native code imports a switch of the harness's observers or a way "
+                                 "around them (RecordFunction, dispatch keys, redispatch, dlsym; native_code.py)",
+    "unchecked_native_code": "native code the harness could not check: a malformed shared object, or code mapped "
+                             "from the candidate's scratch, a deleted file or a memfd",
     "host_fallback": "tensor data moved to Python/NumPy inside forward (numpy, tolist, item)",
     "library_fallback": "another compute library (NumPy, SciPy, Triton, Numba, CuPy, JAX, ctypes) used by the candidate",
     "torch_compile_fallback": "torch.compile / TorchDynamo / Inductor used by the candidate",
@@ -67,6 +75,10 @@ METADATA_OPS = {
     "is_nonzero", "_has_compatible_shallow_copy_type",
 }
 ALLOWED_OPS = ALLOCATION_OPS | ZEROING_OPS | VIEW_OPS | METADATA_OPS
+# CompositeImplicitAutograd operators that bindings call to lay out or convert their inputs. The
+# observers judge them by what they run (a clone under contiguous is denied there); the check of
+# the extension's symbols (native_code.py), which cannot see what they run, allows them by name.
+LAYOUT_OPS = {"contiguous", "reshape", "reshape_as", "view_as", "expand_as", "flatten", "to", "type_as"}
 
 
 def op_allowed(name):
@@ -211,9 +223,10 @@ class OperatorObserver:
     Else the profiler was stopped (or restarted) or RecordFunction left off or its callbacks
     cleared in forward (observer_tampered). The Python switches that turn RecordFunction off and
     on again, leaving the ranges whole (`_enable_record_function`, `_clear_callbacks`), are
-    replaced before any candidate code by ones that refuse, and flag a call in forward; an
-    operator redispatched from Python (which skips RecordFunction and the mode) gets a range of
-    its own name (install_observer_switches)."""
+    replaced before any candidate code by ones that refuse, and flag a call in forward. So are
+    the dispatcher's entries below RecordFunction that Python can replace, their originals
+    dropped: a redispatch from Python becomes an observed call narrowed to its keys, a kernel
+    called directly is refused (_observed_redispatch; install_observer_switches)."""
 
     FORWARD, END, EXTENSION = "harness::forward", "harness::forward_end", "harness::extension"
 
@@ -354,8 +367,8 @@ def call_observed(fn, args, kwargs):
 
 def _refused(name):
     """What stands in for a switch of RecordFunction or of the trace: a call in forward is the
-    violation, elsewhere an error. The originals of `_enable_record_function` and
-    `_clear_callbacks` are dropped, never kept (the harness and torch's own code never call them),
+    violation, elsewhere an error. The originals of `_enable_record_function`, `_clear_callbacks`
+    and `_SafeKernelFunction.call_boxed` are dropped, never kept (the harness never calls them),
     so no candidate code can reach them from Python."""
     def refused(*args, **kwargs):
         observer = _observer[0]
@@ -366,22 +379,87 @@ def _refused(name):
     return refused
 
 
+# The dispatcher runs RecordFunction in its call entry only (callBoxed, call). Three of its Python
+# bindings in torch 2.11 (torch._C's dispatch, kernel and operation functions and classes, looked
+# through) enter below it and so reach a kernel no observer sees: _DispatchOperatorHandle's
+# redispatch_boxed (OpOverload.redispatch), _SafeKernelFunction's call_boxed
+# (torch.library.get_kernel) and the per-overload op_dk that torch._C._get_operation_overload makes
+# (OpOverload._op_dk). Python in the candidate's process reaches any object that is alive (module
+# globals, closures, gc.get_objects), so an entry cannot be observed by wrapping it while an
+# original is kept anywhere: the first two, methods of a class, are replaced on the class and their
+# originals dropped (the class held the only reference: neither gc nor a fresh import of torch._C
+# finds them after; redispatch_via_gc, test_torch_s_own_redispatch_runs_on_the_observed_stand_in),
+# the stand-in for redispatch_boxed rebuilt on the observed entry. op_dk stays open (a known hole,
+# calls_kernel_for_dispatch_key): its factory is a function of torch._C, whose original outlives any
+# replacement in the copy of torch._C's namespace that its import keeps, and OpOverloads are made
+# with it on demand.
+_C = torch._C
+
+
+def _tensors(args, kwargs):
+    """The tensors the dispatcher takes its keys from: arguments, and the items of Tensor[] ones."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from (v for v in value if isinstance(v, torch.Tensor))
+
+
+def _passed_over(handle, keyset, top, carried):
+    """The keys a redispatch to `keyset` (highest key `top`) passes over where a call would stop:
+    above `top`, carried by the call, and not a fallthrough for the operator (the dispatcher skips
+    those by itself). Only these are excluded, so that the kernel's own calls keep the keys they
+    would have had (a factory call in a custom op's kernel needs BackendSelect)."""
+    schema = handle.schema()
+    name = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    table = "\n" + _C._dispatch_dump_table(name)  # "Key: [fallthrough ]registered at ..." a line
+    rest = (carried & (_C._dispatch_keyset_full() - _C._dispatch_keyset_full_after(top))) - keyset
+    skipped = _C.DispatchKeySet(_C.DispatchKey.Undefined)  # empty
+    for _ in range(64):  # one key a turn, highest first; a set holds fewer
+        key = rest.highestPriorityTypeId()
+        if key == _C.DispatchKey.Undefined:
+            break
+        if f"\n{_C._dispatch_key_name(key)}: fallthrough" not in table:
+            skipped = skipped | _C.DispatchKeySet(key)
+        rest = rest - _C.DispatchKeySet(key)
+    # A per-backend key (AutogradCPU) brings its backend's bit, which the call needs: only the
+    # functionality is excluded.
+    return skipped - keyset
+
+
 def _observed_redispatch(self, keyset, *args, **kwargs):
-    """OpOverload.redispatch's route: the dispatcher's redispatch runs no RecordFunction (and skips
-    the Python key), so while an observer watches the operator gets a range of its own name."""
-    if _observer[0] is None:
-        return _redispatch_boxed(self, keyset, *args, **kwargs)
-    with _RecordFunctionFast(self.schema().name):
-        return _redispatch_boxed(self, keyset, *args, **kwargs)
+    """_DispatchOperatorHandle.redispatch_boxed without the original: the operator is called
+    through the dispatcher's observed entry (RecordFunction records it under its own name, as any
+    call), with this thread's key sets narrowed for the call so that it reaches the kernel a
+    redispatch to `keyset` reaches: the keys it passes over are excluded (_passed_over), and its
+    highest key is included where nothing carries it (a backend for an operator without tensor
+    arguments). Torch's callers (a custom op's autograd and BackendSelect kernels) reach the
+    kernels they reached with the original. Unlike a redispatch's, the narrowing also holds for
+    the operators that kernel calls in turn."""
+    carried = _C._dispatch_tls_local_include_set()
+    for tensor in _tensors(args, kwargs):
+        carried = carried | _C._dispatch_keys(tensor)
+    carried = carried - _C._dispatch_tls_local_exclude_set()
+    top = keyset.highestPriorityTypeId()
+    if top == _C.DispatchKey.Undefined:  # an empty keyset: no kernel, as the original would say
+        return _C._dispatch_call_boxed(self, *args, **kwargs)
+    with _C._ExcludeDispatchKeyGuard(_passed_over(self, keyset, top, carried)):
+        if carried.has(top):
+            return _C._dispatch_call_boxed(self, *args, **kwargs)
+        with _C._IncludeDispatchKeyGuard(top):
+            return _C._dispatch_call_boxed(self, *args, **kwargs)
 
 
-_redispatch_boxed = torch._C._DispatchOperatorHandle.redispatch_boxed
 _SWITCHES = {name: _refused(name) for name in ("_enable_record_function", "_clear_callbacks")}
 # Where the switches are installed (the identity table watches these): (owner, name, replacement).
 _OBSERVER_SWITCHES = [(torch._C._autograd, name, fn) for name, fn in _SWITCHES.items()]
 _OBSERVER_SWITCHES += [(torch.autograd, name, fn) for name, fn in _SWITCHES.items() if hasattr(torch.autograd, name)]
-# The original redispatch is kept (torch's custom-op autograd and subclasses call it): observed.
-_OBSERVER_SWITCHES.append((torch._C._DispatchOperatorHandle, "redispatch_boxed", _observed_redispatch))
+# The dispatcher entries below RecordFunction that Python can replace; their originals are dropped.
+# A kernel called directly has no observed equivalent (the kernel it holds may no longer be the
+# one the dispatcher finds): refused, the one cost a mutable custom op's ADInplaceOrView kernel.
+_OBSERVER_SWITCHES.append((_C._DispatchOperatorHandle, "redispatch_boxed", _observed_redispatch))
+if hasattr(_C, "_SafeKernelFunction"):  # torch.library.get_kernel's, in recent torch
+    _OBSERVER_SWITCHES.append((_C._SafeKernelFunction, "call_boxed", _refused("_SafeKernelFunction.call_boxed")))
 # The execution trace's switches: the harness keeps its own, bound above; torch.profiler's
 # ExecutionTraceObserver holds them too.
 _TRACE_REFUSED = {name: _refused(name) for name in _TRACE_SWITCHES}
@@ -673,6 +751,49 @@ def os_thread_ids():
         return set()
 
 
+# Bound at import, before any candidate code: sigaction(2) itself, queried with no new action.
+_libc = ctypes.CDLL(None, use_errno=True)
+_sigaction = _libc.sigaction
+_sigaction.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_sigaction.restype = ctypes.c_int
+_SIGACTION_BYTES = 256  # glibc's struct sigaction is 152 bytes on x86-64 and aarch64; the handler comes first
+
+
+def signal_actions():
+    """Each signal's handler address as sigaction(2) reports it, and the signals the kernel says
+    this process catches (/proc/self/status SigCgt). Python's signal module reports only handlers
+    that Python installed: a handler installed from native code, which runs the candidate's code
+    wherever the signal lands (inside the harness's read of an output, say), shows here alone."""
+    actions = {}
+    buffer = ctypes.create_string_buffer(_SIGACTION_BYTES)
+    for number in range(1, signal.SIGRTMAX + 1):
+        if _sigaction(number, None, buffer) == 0:
+            actions[number] = ctypes.c_void_p.from_buffer(buffer).value or 0
+    caught = -1
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigCgt:"):
+                    caught = int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return actions, caught
+
+
+def armed_timers():
+    """The timers armed in this process (the harness arms none): the interval timers (setitimer)
+    and POSIX timers (timer_create, /proc/self/timers). Either delivers a signal later, to a
+    handler that runs wherever it lands."""
+    armed = [name for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+             if signal.getitimer(getattr(signal, name)) != (0.0, 0.0)]
+    try:
+        with open("/proc/self/timers", "rb") as f:
+            armed += [f"POSIX timer {line.split()[1].decode()}" for line in f if line.startswith(b"ID:")]
+    except (OSError, IndexError):
+        pass
+    return armed
+
+
 def thread_cpu_ticks(tid):
     try:
         with open(f"/proc/self/task/{tid}/stat", "rb") as f:
@@ -705,6 +826,8 @@ class HookSnapshot:
         self.threads = set(threading.enumerate())
         self.thread_states = set(sys._current_frames())  # raw _thread threads too
         self.signals = self._signals()
+        self.signal_actions = signal_actions()
+        self.timers = set(armed_timers())  # none, unless something of torch's or the driver's armed one
         self.tables = self._tables()
 
     @staticmethod
@@ -754,12 +877,28 @@ class HookSnapshot:
         changed = [n for n, h in self._signals().items() if self.signals.get(n, h) is not h]
         if changed:
             found.append(f"a handler of signal {signal.Signals(changed[0]).name}")
+        actions, caught = signal_actions()
+        before, caught_before = self.signal_actions
+        changed = sorted(n for n, a in actions.items() if before.get(n, a) != a)
+        if changed or caught != caught_before:
+            number = changed[0] if changed else (caught ^ caught_before).bit_length()
+            found.append(f"a signal handler installed outside Python ({_signal_name(number)})")
+        timers = [t for t in armed_timers() if t not in self.timers]
+        if timers:
+            found.append(f"a timer armed ({timers[0]})")
         if tables:
             now = self._tables()
             changed = sorted(n for n, t in now.items() if self.tables.get(n) != t)
             if changed:
                 found.append(f"a kernel registered over {', '.join(changed[:3])}")
         return found
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def warm_up_guards():

@@ -115,10 +115,12 @@ class Timer:
         if self.cuda:
             self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
 
-    def time_once(self, fn, inputs, clock=None, pad_cycles=LAUNCH_PAD_CYCLES):
+    def time_once(self, fn, inputs, clock=None, pad_cycles=LAUNCH_PAD_CYCLES, at_clock=None):
         """Milliseconds of one call of fn on a fresh clone of inputs, and its output. A clock
         (ChildClock) brackets the call with the worker's: opened after the inputs are ready (and
-        on CUDA the flush done), closed after the end mark."""
+        on CUDA the flush done), closed after the end mark. at_clock, if given, is called with the
+        output and the inputs' clone as soon as the time is read: what it returns comes back third. Nothing the call received is let go before then, so nothing
+        hung on its release (a weakref callback, a finalizer) runs between the clock and it."""
         args = clone_inputs(inputs)
         with torch.no_grad():
             if self.cuda:
@@ -142,9 +144,10 @@ class Timer:
             finally:
                 if clock is not None:
                     clock.stop()
-            if self.cuda:
-                return start.elapsed_time(end), out
-            return (t1 - t0) / 1e6, out
+            ms = start.elapsed_time(end) if self.cuda else (t1 - t0) / 1e6
+            if at_clock is None:
+                return ms, out
+            return ms, out, at_clock(out, args)
 
     def pad_ms(self):
         """How long the launch pad spins now, in milliseconds: on CUDA the worker's bracket of a

@@ -17,10 +17,10 @@ import torch.utils.cpp_extension as cpp
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _flags():
+def _flags(opt="-O1"):
     includes = cpp.include_paths() + [sysconfig.get_paths()["include"]]
     abi = int(getattr(__import__("torch")._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    return ["-std=c++17", "-O1", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+    return ["-std=c++17", opt, "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
             "-DTORCH_EXTENSION_NAME=cuda_extension", "-DTORCH_API_INCLUDE_EXTENSION_H"] + \
         [f"-I{p}" for p in includes]
 
@@ -33,8 +33,16 @@ def _digest(*parts):
     return h.hexdigest()[:24]
 
 
-def build(solution_dir, cache_dir):
-    """Returns the directory holding cuda_extension<EXT_SUFFIX>; raises CalledProcessError on a compile error."""
+def is_binding_file(path):
+    """The product build's binding files (kernels/build: binding.cpp, kernels/*_binding.cpp)."""
+    name = os.path.basename(path)
+    return name == "binding.cpp" or name.endswith("_binding.cpp")
+
+
+def build(solution_dir, cache_dir, binding_opt="-O1"):
+    """Returns the directory holding cuda_extension<EXT_SUFFIX>; raises CalledProcessError on a compile error.
+    binding_opt: the optimisation of binding files; the product compiles them at -O0 (build.binding_flags),
+    which inlines nothing and so imports the most of torch's symbols."""
     os.makedirs(cache_dir, exist_ok=True)
     sources = sorted(glob.glob(os.path.join(solution_dir, "kernels", "*.cpp")) +
                      glob.glob(os.path.join(solution_dir, "kernels", "*.cu")))
@@ -48,7 +56,8 @@ def build(solution_dir, cache_dir):
     tmp = f".{os.getpid()}.tmp"  # test processes share the cache and may build the same object at once
     for src in sources:
         data = open(src, "rb").read()
-        obj = os.path.join(cache_dir, _digest(data, registry, " ".join(flags), os.path.basename(src)) + ".o")
+        own = [binding_opt if f == "-O1" else f for f in flags] if is_binding_file(src) else flags
+        obj = os.path.join(cache_dir, _digest(data, registry, " ".join(own), os.path.basename(src)) + ".o")
         objects.append(obj)
         if os.path.exists(obj):
             continue
@@ -63,7 +72,7 @@ def build(solution_dir, cache_dir):
             cmd = ["nvcc", "-c", "-std=c++17", "-O2", "-Xcompiler", "-fPIC", "-arch=sm_90"] + \
                 [f for f in flags if f.startswith(("-I", "-D"))] + [local, "-o", obj + tmp]
         else:
-            cmd = ["g++", "-c"] + flags + [local, "-o", obj + tmp]
+            cmd = ["g++", "-c"] + own + [local, "-o", obj + tmp]
         jobs.append((subprocess.Popen(cmd, stderr=subprocess.PIPE), cmd, obj))
     for proc, cmd, obj in jobs:
         _, err = proc.communicate()

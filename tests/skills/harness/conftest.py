@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -47,6 +48,20 @@ def worker():
     w.close()
 
 
+def ship_module(shipped, work, vendor):
+    """A second extension module, named shipped["name"], built from shipped["kernels"] into
+    vendor/<name><EXT_SUFFIX> inside the solution, for model_new.py to load by its path: it never
+    lies in the module directory the worker checks before loading."""
+    (work / "kernels").mkdir(parents=True)
+    for k in shipped["kernels"]:
+        shutil.copy(os.path.join(HERE, "kernels", k), work / "kernels" / k)
+    (work / "binding.cpp").write_text('#include <torch/extension.h>\n#include "binding_registry.h"\n'
+                                      f'PYBIND11_MODULE({shipped["name"]}, m) {{ BindingRegistry::getInstance().applyBindings(m); }}\n')
+    built = os.path.join(build_candidate.build(str(work), CACHE), "cuda_extension" + sysconfig.get_config_var("EXT_SUFFIX"))
+    vendor.mkdir()
+    shutil.copy(built, vendor / (shipped["name"] + sysconfig.get_config_var("EXT_SUFFIX")))
+
+
 @pytest.fixture(scope="session")
 def solutions(tmp_path_factory):
     root = tmp_path_factory.mktemp("solutions")
@@ -65,6 +80,8 @@ def solutions(tmp_path_factory):
         for k in meta["kernels"]:
             shutil.copy(os.path.join(HERE, "kernels", k), dst / "kernels" / k)
         module_dir = build_candidate.build(str(dst), CACHE)
+        if meta.get("shipped_module"):
+            ship_module(meta["shipped_module"], root / (name + ".shipped"), dst / "vendor")
         job = {"op": "evaluate", "task_path": str(dst / "model.py"), "solution_dir": str(dst),
                "module_path": module_dir, "device": meta.get("device", "cpu"), "warmup_runs": 1,
                "timed_runs": 3, "candidate_timeout_s": 60, "cpu_threads": 1, "baseline_cache_dir": str(baselines)}

@@ -4,11 +4,13 @@ import glob
 import json
 import math
 import os
+import subprocess
+import sys
 import tempfile
 
 import pytest
 
-from conftest import candidate_names
+from conftest import SKILLS, candidate_names
 
 from harness import evaluator, guard, reward
 
@@ -71,6 +73,48 @@ def test_known_hole_is_still_open(worker, solutions, name):
     meta, job = solutions(name)
     record = worker.request(job)["record"]
     assert record["reward"] == -1, (name, meta["known_hole"], record["reward"], record.get("t_new_ms"))
+
+
+# In a child of its own, as the candidate's process: the guards change torch for good.
+_TORCH_S_OWN_REDISPATCH = r"""
+import gc
+import torch
+from harness import guard
+
+guard.warm_up_guards()
+natives = [o.__name__ for o in gc.get_objects() if type(o).__name__ in ("builtin_function_or_method", "instancemethod")
+           and o.__name__ in ("redispatch_boxed", "call_boxed")]
+assert not natives, f"an original still alive: {natives}"
+
+@torch.library.custom_op("harness_test::triple", mutates_args=())
+def triple(t: torch.Tensor) -> torch.Tensor:
+    return t * 3  # a factory call (the scalar's tensor) inside: BackendSelect must still be there
+
+triple.register_autograd(lambda ctx, grad: grad * 3)
+x = torch.randn(5, requires_grad=True)
+y = triple(x)  # the autograd kernel redispatches below autograd
+y.sum().backward()
+assert torch.equal(y, x * 3) and torch.equal(x.grad, torch.full_like(x, 3.0))
+with torch.no_grad():
+    assert torch.equal(triple(x), x * 3)
+
+@torch.library.custom_op("harness_test::count", mutates_args=(), device_types="cpu")
+def count(n: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(n, dtype=torch.float32, device=device)
+
+assert torch.equal(count(4, torch.device("cpu")), torch.arange(4.0))  # BackendSelect redispatches to CPU
+cpu = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+assert torch.equal(torch.ops.aten.mul.Tensor.redispatch(cpu, x.detach(), x.detach()), x.detach() ** 2)
+print("ok")
+"""
+
+
+def test_torch_s_own_redispatch_runs_on_the_observed_stand_in():
+    # The harness keeps no original of redispatch_boxed (Python reaches whatever is alive); torch's
+    # custom ops redispatch from their autograd and BackendSelect kernels and must still run.
+    done = subprocess.run([sys.executable, "-c", _TORCH_S_OWN_REDISPATCH], env=dict(os.environ, PYTHONPATH=SKILLS),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
 @pytest.mark.parametrize("name", candidate_names("fault"))

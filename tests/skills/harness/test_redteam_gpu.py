@@ -1,6 +1,6 @@
 """Red team on CUDA (an H200 host): the GPU-specific tricks (side streams, output-memory reuse on
-the CUDA caching allocator) are caught, an illegal memory access is contained, an honest kernel
-passes. Skipped where torch sees no GPU."""
+the CUDA caching allocator) are caught, an illegal memory access is contained, a rewritten event
+clock earns no more than the honest kernel, an honest kernel passes. Skipped where torch sees no GPU."""
 import pytest
 import torch
 
@@ -54,3 +54,17 @@ def test_gpu_memo_earns_no_more_than_its_honest_speed(worker, solutions, name):
         assert record["t_new_ms"] >= 0.5 * honest["t_new_ms"], (record, honest)
     else:
         assert "timed run" in record["error"] or record["violations"], record
+
+
+@pytest.mark.parametrize("name", candidate_names("clock", GPU))
+def test_gpu_clock_cheat_is_timed_by_the_workers_clock(worker, solutions, name):
+    # The candidate's CUDA events report 5 us for the slow kernel (its import checks that the
+    # patch took). The worker's span of each run counts on CUDA too, so it earns what the same
+    # kernel earns honestly.
+    _, honest_job = solutions("gpu_honest_slow", GPU)
+    _, job = solutions(name, GPU)
+    honest = worker.request(dict(honest_job, timed_runs=20, warmup_runs=1))["record"]
+    record = worker.request(dict(job, timed_runs=20, warmup_runs=1))["record"]
+    assert honest["correct"] and record["correct"], (honest, record)
+    assert record["reward"] <= max(1, honest["reward"]), (record, honest)
+    assert record["t_new_ms"] >= 0.5 * honest["t_new_ms"], (record, honest)

@@ -1,6 +1,7 @@
 // CPU kernels for the elementwise task (y = relu(2x + 1)), shared by the honest candidates and by
 // the red-team ones: each cheat calls the function that plays its trick. One file for all of them,
-// so the build cache compiles it once.
+// so the build cache compiles it once. Nothing here imports ATen compute: the harness checks the
+// built module's symbols before loading it (native_code.py), so that lives in redteam_aten*.cpp.
 #include <torch/extension.h>
 
 #include <chrono>
@@ -39,9 +40,6 @@ void noop(torch::Tensor) {}
 
 // Output memory reuse: hands back fresh memory it never writes.
 torch::Tensor empty_out(torch::Tensor x) { return torch::empty_like(x); }
-
-// PyTorch compute inside the binding.
-torch::Tensor aten_forward(torch::Tensor x) { return at::relu(x * 2.0 + 1.0); }
 
 // Computes in place into its input and returns it.
 torch::Tensor mutate_forward(torch::Tensor x) {
@@ -87,7 +85,6 @@ void register_elementwise(pybind11::module& m) {
   m.def("fused_forward_out", &fused_forward_out);
   m.def("noop", &noop);
   m.def("empty_out", &empty_out);
-  m.def("aten_forward", &aten_forward);
   m.def("mutate_forward", &mutate_forward);
   m.def("cached_forward", &cached_forward);
   m.def("thread_forward", &thread_forward);

@@ -1,10 +1,8 @@
 // CPU kernels for the red team of 2026-12-06: each cheat calls the function that plays its trick.
+// Those that compute with ATen in the binding are in redteam_aten*.cpp: this file's module passes
+// the harness's check of its symbols (native_code.py), so that its cheats meet the guards after it.
 #include <torch/extension.h>
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/record_function.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
-#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -26,23 +24,6 @@
 #include "../binding_registry.h"
 
 namespace {
-
-// ATen compute in the binding with the Python dispatch keys excluded from this thread's TLS:
-// a TorchDispatchMode on the stack (the harness's ForwardDispatchGuard) is never consulted.
-torch::Tensor aten_python_key_excluded(torch::Tensor x) {
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-  return at::relu(x * 2.0 + 1.0);
-}
-
-// The same with RecordFunction off on this thread as well (at::DisableRecordFunctionGuard): no
-// callback runs, neither the profiler's nor the execution trace's global one.
-torch::Tensor aten_unobserved(torch::Tensor x) {
-  at::DisableRecordFunctionGuard no_record_function;
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-  return at::relu(x * 2.0 + 1.0);
-}
 
 // --- a libc clock that runs slow under the candidate's forward -------------------------------
 std::atomic<int64_t> discount_ns{0};
@@ -69,8 +50,8 @@ extern "C" int rt_clock_gettime(clockid_t id, struct timespec* ts) {
 // caller in this process (Python's time.perf_counter_ns, which the harness's timer bound at
 // import, among them) now reads the patched clock. No Python object changes.
 bool patch_libc_clock() {
-  void* target = dlsym(RTLD_DEFAULT, "clock_gettime");
-  if (target == nullptr) return false;
+  // libc's own address, through the GOT: no dlsym, which the symbol check refuses.
+  void* target = reinterpret_cast<void*>(&clock_gettime);
   const uintptr_t page = sysconf(_SC_PAGESIZE);
   uintptr_t start = reinterpret_cast<uintptr_t>(target) & ~(page - 1);
   if (mprotect(reinterpret_cast<void*>(start), 2 * page, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) return false;
@@ -276,8 +257,6 @@ void register_redteam(pybind11::module& m) {
   m.def("rt_relu_2x_plus_1", &rt_relu_2x_plus_1);
   m.def("start_patcher", &start_patcher);
   m.def("linear_relu_file_rewritten", &linear_relu_file_rewritten);
-  m.def("aten_python_key_excluded", &aten_python_key_excluded);
-  m.def("aten_unobserved", &aten_unobserved);
   m.def("patch_libc_clock", &patch_libc_clock);
   m.def("linear_relu_off_the_clock", &linear_relu_off_the_clock);
   m.def("rt_linear_relu", &linear_relu_impl);
