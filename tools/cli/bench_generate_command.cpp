@@ -357,17 +357,35 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
   if (second_turn_fits) {
     std::vector<int64_t> prompt = random_prompt(rng, c.vocab_size, largest_context);
     std::vector<model::generation_result> first, next;
+    // What each turn's steps were: with the decode pool, whether they ran as its graph.
+    struct turn_steps {
+      int64_t pooled = 0, decode = 0, prefill = 0, evictions = 0, handovers = 0;
+    };
+    auto steps_now = [&] {
+      const model::engine_stats s = engine.stats();
+      return turn_steps{net->pooled_steps(), s.decode_steps, s.prefill_steps, s.evictions, s.slot_handovers};
+    };
+    auto steps_json = [](const turn_steps& a, const turn_steps& b) {
+      return nlohmann::json{{"decode_steps", b.decode - a.decode}, {"pooled_decode_steps", b.pooled - a.pooled},
+                            {"prefill_steps", b.prefill - a.prefill}, {"evictions", b.evictions - a.evictions},
+                            {"slot_handovers", b.handovers - a.handovers}};
+    };
+    const turn_steps before_first = steps_now();
     const double first_s = time_engine(engine, {prompt}, opt.decode_tokens, &first, "bench-conversation");
+    const turn_steps before_second = steps_now();
     std::vector<int64_t> prompt2 = prompt;
     prompt2.insert(prompt2.end(), first[0].token_ids.begin(), first[0].token_ids.end());
     const auto added = random_prompt(rng, c.vocab_size, 100);
     prompt2.insert(prompt2.end(), added.begin(), added.end());
     const double second_s = time_engine(engine, {prompt2}, opt.decode_tokens, &next, "bench-conversation");
+    const turn_steps after_second = steps_now();
     engine.release("bench-conversation");
     second = {{"first_prompt_tokens", first[0].prompt_tokens}, {"first_cached_tokens", first[0].cached_tokens},
               {"first_turn_s", first_s}, {"second_prompt_tokens", next[0].prompt_tokens},
               {"second_cached_tokens", next[0].cached_tokens}, {"second_turn_s", second_s},
-              {"decode_tokens_per_turn", opt.decode_tokens}};
+              {"decode_tokens_per_turn", opt.decode_tokens},
+              {"first_turn_steps", steps_json(before_first, before_second)},
+              {"second_turn_steps", steps_json(before_second, after_second)}};
   }
 
   auto roofline = [&](const cell& x) -> nlohmann::json {
@@ -485,6 +503,14 @@ int run_bench_generate(bench_generate_options opt, const settings& config) {
                         n("first_cached_tokens"), second["second_turn_s"].get<double>(), n("second_prompt_tokens"),
                         n("second_cached_tokens"), n("second_prompt_tokens") - n("second_cached_tokens"),
                         opt.decode_tokens);
+    for (const char* turn : {"first_turn_steps", "second_turn_steps"}) {
+      const auto& t = second[turn];
+      std::cout << format("  %s: %lld decode steps (%lld as the pool's graph), %lld prefill steps, %lld evictions, "
+                          "%lld slot handovers\n",
+                          turn, (long long)t["decode_steps"].get<int64_t>(), (long long)t["pooled_decode_steps"].get<int64_t>(),
+                          (long long)t["prefill_steps"].get<int64_t>(), (long long)t["evictions"].get<int64_t>(),
+                          (long long)t["slot_handovers"].get<int64_t>());
+    }
   }
   return 0;
 }

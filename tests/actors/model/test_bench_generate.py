@@ -68,6 +68,10 @@ def check_common(out, bandwidth=None):
     # The cache holds the whole first turn, prompt and completion; only the 100 new tokens are prefilled.
     assert turn["second_cached_tokens"] == 64 + 32
     assert turn["first_turn_s"] > 0 and turn["second_turn_s"] > 0
+    # Each turn's own steps: one prefill, then its decode steps; nothing evicted, no graph on CPU.
+    for steps in (turn["first_turn_steps"], turn["second_turn_steps"]):
+        assert steps["prefill_steps"] == 1 and steps["decode_steps"] >= 31, steps
+        assert steps["pooled_decode_steps"] == 0 and steps["evictions"] == 0 and steps["slot_handovers"] == 0
 
 
 def test_short_run_with_transformers():
