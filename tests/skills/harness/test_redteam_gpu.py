@@ -39,15 +39,21 @@ def test_gpu_fault_is_contained(worker, solutions, name):
     assert after["correct"], after["error"]
 
 
+def timed_beside_honest_slow(worker, solutions, name):
+    """The records of gpu_honest_slow and of `name`, 20 timed runs each, one after the other."""
+    _, honest_job = solutions("gpu_honest_slow", GPU)
+    _, job = solutions(name, GPU)
+    honest = worker.request(dict(honest_job, timed_runs=20, warmup_runs=1))["record"]
+    record = worker.request(dict(job, timed_runs=20, warmup_runs=1))["record"]
+    return honest, record
+
+
 @pytest.mark.parametrize("name", candidate_names("memo", GPU))
 def test_gpu_memo_earns_no_more_than_its_honest_speed(worker, solutions, name):
     # As on the CPU (test_redteam.py): a hit would be a device copy, far faster than the slow
     # kernel the memos wrap, which is timed beside them.
-    _, honest_job = solutions("gpu_honest_slow", GPU)
-    _, job = solutions(name, GPU)
     # A fresh input set for every timed run, each output compared, is what stops them.
-    honest = worker.request(dict(honest_job, timed_runs=20, warmup_runs=1))["record"]
-    record = worker.request(dict(job, timed_runs=20, warmup_runs=1))["record"]
+    honest, record = timed_beside_honest_slow(worker, solutions, name)
     assert honest["correct"], honest
     assert record["reward"] <= honest["reward"], (record, honest)
     if record["reward"] >= 1:
@@ -61,10 +67,7 @@ def test_gpu_clock_cheat_is_timed_by_the_workers_clock(worker, solutions, name):
     # The candidate's CUDA events report 5 us for the slow kernel (its import checks that the
     # patch took). The worker's span of each run counts on CUDA too, so it earns what the same
     # kernel earns honestly.
-    _, honest_job = solutions("gpu_honest_slow", GPU)
-    _, job = solutions(name, GPU)
-    honest = worker.request(dict(honest_job, timed_runs=20, warmup_runs=1))["record"]
-    record = worker.request(dict(job, timed_runs=20, warmup_runs=1))["record"]
+    honest, record = timed_beside_honest_slow(worker, solutions, name)
     assert honest["correct"] and record["correct"], (honest, record)
     assert record["reward"] <= max(1, honest["reward"]), (record, honest)
     assert record["t_new_ms"] >= 0.5 * honest["t_new_ms"], (record, honest)
