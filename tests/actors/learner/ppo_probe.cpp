@@ -6,7 +6,8 @@
 //                              grad_logits of sum(u * logprobs) + sum(h * entropy)
 //   ppo_probe logprobs_hidden IN OUT  hidden, weight, targets, u, h; {with_entropy, chunk, bf16}:
 //                              logprobs_of_hidden's logprobs, entropy, grad_hidden, grad_weight
-//                              (of the same objective), in float32 or bfloat16 (bf16=1)
+//                              (of the same objective, less the logprobs with use_logprobs=0 or the
+//                              entropy with use_entropy=0), in float32 or bfloat16 (bf16=1)
 //   ppo_probe gae IN OUT       values, mask, rewards; {gamma, lambda}: advantages, returns
 //   ppo_probe policy IN OUT    logp, logp_old, logp_rollout, advantages, mask [, logp_ref, entropy];
 //                              {clip_low, clip_high, is_cap, kl_coef, entropy_coef, chunks}: loss,
@@ -104,8 +105,12 @@ tensors run_logprobs_hidden(const input& in) {
   const bool with_entropy = in.number("with_entropy", 0) != 0;
   auto result = learner::logprobs_of_hidden(hidden, weight, in.get("targets", torch::kInt64), with_entropy,
                                             static_cast<int64_t>(in.number("chunk", 0)));
-  torch::Tensor objective = (result.logprobs * in.get("u", torch::kFloat32)).sum();
-  if (with_entropy) objective = objective + (result.entropy * in.get("h", torch::kFloat32)).sum();
+  // The objective takes the log-probabilities (u) and the entropy (h) unless told not to: an
+  // output the loss leaves out must get no gradient, not a zero one worked through.
+  torch::Tensor objective = torch::zeros({}, torch::kFloat32);
+  if (in.number("use_logprobs", 1) != 0) objective = objective + (result.logprobs * in.get("u", torch::kFloat32)).sum();
+  if (with_entropy && in.number("use_entropy", 1) != 0)
+    objective = objective + (result.entropy * in.get("h", torch::kFloat32)).sum();
   objective.backward();
   tensors out{{"logprobs", result.logprobs},
               {"grad_hidden", hidden.grad().to(torch::kFloat32)},

@@ -134,6 +134,27 @@ def test_chunked_logprobs_from_hidden_states_match_autograd_of_the_whole_head(tm
         assert "entropy" not in out
 
 
+@pytest.mark.parametrize("use_logprobs, use_entropy", [(1, 0), (0, 1)])
+def test_chunked_logprobs_with_one_output_left_out_of_the_loss(tmp_path, use_logprobs, use_entropy):
+    # PPO computes the entropy for its metrics and leaves it out of the loss (entropy_coef 0):
+    # the gradients are those of the outputs the objective takes, and the one it leaves out
+    # reaches the backward as no gradient (nothing worked through for it).
+    g = torch.Generator().manual_seed(4)
+    hidden, weight = torch.randn(2, 5, 6, generator=g), torch.randn(11, 6, generator=g)
+    targets = torch.randint(0, 11, (2, 5), generator=g)
+    u, h = torch.randn(2, 5, generator=g), torch.randn(2, 5, generator=g)
+    out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
+                with_entropy=1, chunk=4, use_logprobs=use_logprobs, use_entropy=use_entropy)
+    x, w = hidden.double().requires_grad_(True), weight.double().requires_grad_(True)
+    log_p = torch.log_softmax(x @ w.T, -1)
+    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    ((logprobs * u).sum() if use_logprobs else (entropy * h).sum()).backward()
+    close(out["grad_hidden"], x.grad, tol=1e-4)
+    close(out["grad_weight"], w.grad, tol=1e-4)
+    close(out["entropy"], entropy.detach(), tol=1e-4)
+
+
 def test_chunked_logprobs_in_bf16_follow_the_cast_to_float32(tmp_path):
     # bf16 weights: the logits are the bf16 matmul cast to float32, and the gradients come back
     # in bf16, as autograd of transformer::logits gives them.

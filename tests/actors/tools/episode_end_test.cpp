@@ -167,9 +167,12 @@ tool_call bash(const json& args) { return {"c", "Bash", args.dump()}; }
 
 // A background command that touches `flag` once it has started its processes, and a call that
 // waits for that (and for their exec), so that the episode cannot end before they run.
+// The flag is touched as soon as the background processes are forked, perhaps before they exec
+// their marked commands; the foreground's sleep after it leaves the watcher time to see them all
+// on a loaded host (0.1 s once missed one of 25 in CI).
 std::vector<tool_call> start_and_wait(const std::vector<std::string>& m, const std::string& flag) {
   return {bash(in_background(detaching_command(m, "touch " + flag))),
-          bash(in_foreground("until [ -e " + flag + " ]; do sleep 0.01; done; sleep 0.1"))};
+          bash(in_foreground("until [ -e " + flag + " ]; do sleep 0.01; done; sleep 0.3"))};
 }
 
 TEST_F(actor_endings, every_way_an_episode_ends_ends_its_commands) {
