@@ -85,6 +85,20 @@ def policy_inputs(logp, old, rollout, adv, mask, **extra):
 
 # ---------------------------------------------------------------- logprobs and entropy
 
+def random_head(seed, batch, length, width, vocab):
+    """Hidden states [B,L,H], an output head [V,H], targets [B,L] and the objective's weights u and
+    h of the log-probabilities and the entropy, drawn in that order from one seeded generator."""
+    g = torch.Generator().manual_seed(seed)
+    hidden, weight = torch.randn(batch, length, width, generator=g), torch.randn(vocab, width, generator=g)
+    targets = torch.randint(0, vocab, (batch, length), generator=g)
+    return hidden, weight, targets, torch.randn(batch, length, generator=g), torch.randn(batch, length, generator=g)
+
+
+def logprobs_and_entropy(log_p, targets):
+    """The reference: log p of each position's target and the entropy of its distribution."""
+    return log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(log_p.exp() * log_p).sum(-1)
+
+
 @pytest.mark.parametrize("with_entropy", [False, True])
 def test_logprobs_and_entropy_match_log_softmax_and_their_gradients(tmp_path, with_entropy):
     g = torch.Generator().manual_seed(1)
@@ -96,8 +110,7 @@ def test_logprobs_and_entropy_match_log_softmax_and_their_gradients(tmp_path, wi
 
     x = logits.double().requires_grad_(True)
     log_p = torch.log_softmax(x, -1)
-    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_p.exp() * log_p).sum(-1)
+    logprobs, entropy = logprobs_and_entropy(log_p, targets)
     objective = (logprobs * u).sum() + ((entropy * h).sum() if with_entropy else 0)
     objective.backward()
     close(out["logprobs"], logprobs.detach())
@@ -113,17 +126,13 @@ def test_logprobs_and_entropy_match_log_softmax_and_their_gradients(tmp_path, wi
 @pytest.mark.parametrize("chunk", [0, 1, 4, 7, 100])
 def test_chunked_logprobs_from_hidden_states_match_autograd_of_the_whole_head(tmp_path, with_entropy, chunk):
     # 2 x 7 = 14 positions: chunks of 1, 4 (a short last chunk), 7, all of them (0) and more than all.
-    g = torch.Generator().manual_seed(2)
-    hidden, weight = torch.randn(2, 7, 6, generator=g), torch.randn(13, 6, generator=g)
-    targets = torch.randint(0, 13, (2, 7), generator=g)
-    u, h = torch.randn(2, 7, generator=g), torch.randn(2, 7, generator=g)
+    hidden, weight, targets, u, h = random_head(2, 2, 7, 6, 13)
     out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
                 with_entropy=int(with_entropy), chunk=chunk)
 
     x, w = hidden.double().requires_grad_(True), weight.double().requires_grad_(True)
     log_p = torch.log_softmax(x @ w.T, -1)
-    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_p.exp() * log_p).sum(-1)
+    logprobs, entropy = logprobs_and_entropy(log_p, targets)
     ((logprobs * u).sum() + ((entropy * h).sum() if with_entropy else 0)).backward()
     close(out["logprobs"], logprobs.detach(), tol=1e-4)
     close(out["grad_hidden"], x.grad, tol=1e-4)
@@ -139,16 +148,12 @@ def test_chunked_logprobs_with_one_output_left_out_of_the_loss(tmp_path, use_log
     # PPO computes the entropy for its metrics and leaves it out of the loss (entropy_coef 0):
     # the gradients are those of the outputs the objective takes, and the one it leaves out
     # reaches the backward as no gradient (nothing worked through for it).
-    g = torch.Generator().manual_seed(4)
-    hidden, weight = torch.randn(2, 5, 6, generator=g), torch.randn(11, 6, generator=g)
-    targets = torch.randint(0, 11, (2, 5), generator=g)
-    u, h = torch.randn(2, 5, generator=g), torch.randn(2, 5, generator=g)
+    hidden, weight, targets, u, h = random_head(4, 2, 5, 6, 11)
     out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
                 with_entropy=1, chunk=4, use_logprobs=use_logprobs, use_entropy=use_entropy)
     x, w = hidden.double().requires_grad_(True), weight.double().requires_grad_(True)
     log_p = torch.log_softmax(x @ w.T, -1)
-    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_p.exp() * log_p).sum(-1)
+    logprobs, entropy = logprobs_and_entropy(log_p, targets)
     ((logprobs * u).sum() if use_logprobs else (entropy * h).sum()).backward()
     close(out["grad_hidden"], x.grad, tol=1e-4)
     close(out["grad_weight"], w.grad, tol=1e-4)
@@ -158,17 +163,13 @@ def test_chunked_logprobs_with_one_output_left_out_of_the_loss(tmp_path, use_log
 def test_chunked_logprobs_in_bf16_follow_the_cast_to_float32(tmp_path):
     # bf16 weights: the logits are the bf16 matmul cast to float32, and the gradients come back
     # in bf16, as autograd of transformer::logits gives them.
-    g = torch.Generator().manual_seed(3)
-    hidden = torch.randn(1, 9, 8, generator=g).bfloat16()
-    weight = torch.randn(17, 8, generator=g).bfloat16()
-    targets = torch.randint(0, 17, (1, 9), generator=g)
-    u, h = torch.randn(1, 9, generator=g), torch.randn(1, 9, generator=g)
+    hidden, weight, targets, u, h = random_head(3, 1, 9, 8, 17)
+    hidden, weight = hidden.bfloat16(), weight.bfloat16()
     out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
                 with_entropy=1, chunk=4, bf16=1)
     x, w = hidden.clone().requires_grad_(True), weight.clone().requires_grad_(True)
     log_p = torch.log_softmax(torch.nn.functional.linear(x, w).float(), -1)
-    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_p.exp() * log_p).sum(-1)
+    logprobs, entropy = logprobs_and_entropy(log_p, targets)
     ((logprobs * u).sum() + (entropy * h).sum()).backward()
     close(out["logprobs"], logprobs.detach(), tol=1e-3)
     close(out["entropy"], entropy.detach(), tol=1e-3)
@@ -179,17 +180,13 @@ def test_chunked_logprobs_in_bf16_follow_the_cast_to_float32(tmp_path):
 def test_chunked_logprobs_of_bf16_hidden_states_on_a_float32_head(tmp_path):
     # Mixed precision: bf16 hidden states, float32 master weight. The head runs in bf16 on the
     # weight's cast; the weight's gradient comes back in float32, the hidden states' in bf16.
-    g = torch.Generator().manual_seed(4)
-    hidden = torch.randn(2, 5, 8, generator=g).bfloat16()
-    weight = torch.randn(13, 8, generator=g)
-    targets = torch.randint(0, 13, (2, 5), generator=g)
-    u, h = torch.randn(2, 5, generator=g), torch.randn(2, 5, generator=g)
+    hidden, weight, targets, u, h = random_head(4, 2, 5, 8, 13)
+    hidden = hidden.bfloat16()
     out = probe(tmp_path, "logprobs_hidden", dict(hidden=hidden, weight=weight, targets=targets, u=u, h=h),
                 with_entropy=1, chunk=3, bf16=2)
     x, w = hidden.clone().requires_grad_(True), weight.clone().requires_grad_(True)
     log_p = torch.log_softmax(torch.nn.functional.linear(x, w.bfloat16()).float(), -1)
-    logprobs = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_p.exp() * log_p).sum(-1)
+    logprobs, entropy = logprobs_and_entropy(log_p, targets)
     ((logprobs * u).sum() + (entropy * h).sum()).backward()
     assert out["grad_dtypes"].tolist() == [2, 4]
     close(out["logprobs"], logprobs.detach(), tol=1e-3)
