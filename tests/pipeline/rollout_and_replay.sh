@@ -18,6 +18,12 @@ chmod 755 "$scratch"  # sandboxed commands may run as another user and must reac
 cat "$scratch/out"
 grep -Eq '^ci-0000 +smoke_02_gelu +agent_done +reward +[123] ' "$scratch/out" \
   || { echo "the demonstration did not earn a positive reward"; tail -20 "$scratch/err"; exit 1; }
+# This test alone runs on every core (tests/pipeline/CMakeLists.txt): with two or more, the timed
+# runs hold the last one (harness.timing_cpus = auto) and everything else keeps off it.
+if [ "$(nproc)" -ge 2 ]; then
+  grep -Eq "core [0-9]+ held for CPU timed runs" "$scratch/err" \
+    || { echo "FAILED: $(nproc) cores, and no core held for the timed runs"; tail -20 "$scratch/err"; exit 1; }
+fi
 "$bin" log export "$scratch/log" --out "$scratch/log.jsonl"
 python3 - "$scratch/log.jsonl" <<'PY'
 import json, sys
