@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -104,11 +105,15 @@ inline std::size_t survivors_after_settling(const std::vector<std::string>& mark
   return processes_with(markers).size();
 }
 
-// Every core busy for the object's lifetime.
+// Every core this process may run on busy for the object's lifetime, one spinning thread each.
+// (Not one per core of the host: a test pinned to one core would starve its own processes.)
 class cpu_load {
  public:
   cpu_load() {
-    for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency()); ++i)
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    const int cores = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 2;
+    for (int i = 0; i < std::max(1, cores); ++i)
       spinners_.emplace_back([this] {
         while (!stop_.load(std::memory_order_relaxed)) {
         }
