@@ -11,6 +11,8 @@
 # A core is taken with a lock file under the temp directory (shared by every ctest of the host);
 # the test and everything it starts inherit the lock, so it is held until the last of them ends.
 # Where every core is taken (ctest -j above the core count), the test runs unpinned.
+# (CTest's own PROCESSOR_AFFINITY needs a libuv with CPU masks; Debian bookworm's CMake 3.25 has
+# none and starts every test on every core.)
 set -euo pipefail
 
 if [ "${CUDA_AGENT_TEST_CORES:-one}" = all ]; then

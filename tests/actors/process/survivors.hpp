@@ -113,7 +113,7 @@ class cpu_load {
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
     const int cores = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 2;
-    for (int i = 0; i < std::max(1, cores); ++i)
+    for (int i = 0; i < cores; ++i)
       spinners_.emplace_back([this] {
         while (!stop_.load(std::memory_order_relaxed)) {
         }
