@@ -374,6 +374,10 @@ const std::vector<setting_spec>& settings::schema() {
       {"learner.compute_dtype", T::choice, "float32", {"float32", "bfloat16"}, 0, 0,
        "The learner's forward and backward products: float32, or bfloat16 under autocast "
        "against float32 master weights (AdamW, gradients and losses stay float32)."},
+      {"learner.bf16_working_weights", T::boolean, "false", {}, 0, 0,
+       "With compute_dtype bfloat16: forward and backward on bfloat16 copies of actor and critic "
+       "(residual stream and norms in bfloat16 too), refreshed from the float32 master weights "
+       "after each optimiser step, instead of autocast's cast of each weight at each use."},
       {"learner.attention", T::choice, "default", {"default", "cudnn"}, 0, 0,
        "The fused attention kernel the learner's SDPA tries first on CUDA: ATen's order (flash "
        "first) or cuDNN's; process-wide, and only where the kernel takes the shapes."},

@@ -58,6 +58,19 @@ learner::learner(std::shared_ptr<model::transformer> actor, std::shared_ptr<mode
   if (autocast_ && actor_->dtype() != torch::kFloat32) {
     throw learner_error{"learner.compute_dtype = bfloat16 keeps float32 master weights; load the model in float32"};
   }
+  if (options_.bf16_working_weights) {
+    if (!autocast_) throw learner_error{"learner.bf16_working_weights needs learner.compute_dtype = bfloat16"};
+    autocast_.reset();  // the copies compute in bfloat16 themselves
+    auto copy_of = [](const model::transformer& master) {
+      working_copy w;
+      w.model = master.training_copy(torch::kBFloat16);
+      w.params = tensors_of(w.model->named_parameters());
+      w.master = tensors_of(master.named_parameters());  // the same order
+      return w;
+    };
+    actor_work_ = copy_of(*actor_);
+    if (critic_) critic_work_ = copy_of(*critic_);
+  }
   actor_params_ = tensors_of(actor_->named_parameters());
   actor_optimizer_ = adamw(actor_params_, options_.actor_lr, options_.weight_decay, options_.fused_optimizer);
   if (critic_) {
@@ -92,8 +105,39 @@ torch::Tensor learner::hidden_states(model::transformer& model, const torch::Ten
   return autocast_ ? hidden.to(*autocast_) : hidden;
 }
 
+learner::working_copy& learner::working_copy_of(const std::shared_ptr<model::transformer>& master) {
+  return master == actor_ ? actor_work_ : critic_work_;
+}
+
+model::transformer& learner::forward_model(const std::shared_ptr<model::transformer>& master) {
+  const working_copy& w = working_copy_of(master);
+  return w.model ? *w.model : *master;
+}
+
+void learner::refresh_working_copy(const std::shared_ptr<model::transformer>& master) {
+  const working_copy& w = working_copy_of(master);
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < w.params.size(); ++i) w.params[i].copy_(w.master[i]);  // casts in place
+}
+
+void learner::gradients_to_master(const std::shared_ptr<model::transformer>& master) {
+  working_copy& w = working_copy_of(master);
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < w.params.size(); ++i) {
+    torch::Tensor& g = w.params[i].mutable_grad();
+    if (!g.defined()) continue;
+    torch::Tensor& m = w.master[i].mutable_grad();
+    if (m.defined()) {
+      m.add_(g);
+    } else {
+      m = g.to(torch::kFloat32);
+    }
+    g = torch::Tensor{};
+  }
+}
+
 torch::Tensor learner::values(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-  const torch::Tensor hidden = hidden_states(*critic_, input_ids, attention_mask).to(torch::kFloat32);
+  const torch::Tensor hidden = hidden_states(forward_model(critic_), input_ids, attention_mask).to(torch::kFloat32);
   return torch::linear(hidden, value_weight_, value_bias_).squeeze(-1);
 }
 
@@ -264,7 +308,8 @@ double learner::weights_digest() const {
 }
 
 token_logprobs learner::actor_logprobs(const micro_batch& b, bool with_entropy) {
-  return logprobs_of_hidden(hidden_states(*actor_, b.input_ids, b.attention_mask), actor_->output_weight(), b.targets,
+  model::transformer& model = forward_model(actor_);
+  return logprobs_of_hidden(hidden_states(model, b.input_ids, b.attention_mask), model.output_weight(), b.targets,
                             with_entropy, options_.logit_chunk_tokens);
 }
 
@@ -275,12 +320,14 @@ step_report learner::rft_step(const std::vector<episode_sample>& input) {
   const auto batches = micro_batches(share_of(samples), actor_->device(), report);
   const double total = static_cast<double>(report.policy_tokens);
   actor_optimizer_->zero_grad();
+  refresh_working_copy(actor_);
   double nll = 0;
   for (const auto& b : batches) {
     const auto logp = actor_logprobs(b, false).logprobs;
     const torch::Tensor loss = sft_loss_sum(logp, b.target_mask);
     nll += loss.item<double>();
     (loss / total).backward();
+    gradients_to_master(actor_);
   }
   reduce(actor_params_, report.stats, &nll);
   report.sft_loss = nll / total;
@@ -294,6 +341,7 @@ step_report learner::value_step(const std::vector<episode_sample>& input) {
   step_report report;
   report.stage = "value_pretrain";
   const auto samples = prepared(input, report);
+  refresh_working_copy(critic_);
   struct prepared_batch {
     micro_batch batch;
     torch::Tensor values_old, returns;
@@ -315,6 +363,7 @@ step_report learner::value_step(const std::vector<episode_sample>& input) {
     const torch::Tensor v = values(p.batch.input_ids, p.batch.attention_mask);
     (value_loss_sum(v, p.values_old, p.returns, p.batch.target_mask, options_.ppo.value_clip, report.stats) / total)
         .backward();
+    gradients_to_master(critic_);
   }
   reduce(critic_params_, report.stats, nullptr);
   report.critic_grad_norm = clip_gradient_norm(critic_params_, options_.max_grad_norm, options_.fused_optimizer);
@@ -342,6 +391,8 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
     loss_stats stats;
     actor_optimizer_->zero_grad();
     critic_optimizer_->zero_grad();
+    refresh_working_copy(actor_);
+    refresh_working_copy(critic_);
     for (auto& p : batches) {
       // No update has happened before the first epoch's backward passes, so its forwards give
       // the old values and log-probabilities themselves: no separate no-grad forward of either
@@ -355,12 +406,14 @@ step_report learner::ppo_step(const std::vector<episode_sample>& input) {
       }
       (value_loss_sum(v, p.values_old, p.returns, p.batch.target_mask, options_.ppo.value_clip, stats) / total)
           .backward();
+      gradients_to_master(critic_);
       const auto out = actor_logprobs(p.batch, true);
       if (epoch == 0) p.logp_old = out.logprobs.detach();
       (policy_loss_sum(out.logprobs, p.logp_old, p.batch.rollout_logprobs.to(out.logprobs.device()), p.advantages,
                        p.batch.target_mask, options_.ppo, stats, {}, out.entropy) /
        total)
           .backward();
+      gradients_to_master(actor_);
     }
     reduce(both, stats, nullptr);
     report.stats.add(stats);

@@ -59,6 +59,12 @@ struct learner_options {
   // The forward's matrix products and attention: "float32", or "bfloat16" under autocast against
   // the float32 weights, which with AdamW's states, the gradients and the losses stay float32.
   std::string compute_dtype = "float32";
+  // With compute_dtype bfloat16: forwards and backwards run on bfloat16 copies of actor and critic
+  // (model::transformer::training_copy: residual stream and norms in bfloat16 too), refreshed from
+  // the float32 master weights at the start of each step (and PPO epoch), instead of autocast's
+  // casts of each weight at each use. Gradients go to the master weights in float32 after each
+  // micro-batch.
+  bool bf16_working_weights = false;
   // The fused attention SDPA tries first on CUDA: "default" (ATen's order, flash first) or
   // "cudnn" (model::prefer_cudnn_attention; process-wide, set when the learner is made).
   std::string attention = "default";
@@ -118,7 +124,8 @@ class learner {
   // and "score.bias". Empty without a critic.
   std::vector<std::pair<std::string, torch::Tensor>> critic_parameters() const;
 
-  // Values [B, L] (float32) of a micro-batch's positions.
+  // Values [B, L] (float32) of a micro-batch's positions. These two run on the working copies
+  // where there are any, as the last step's start refreshed them.
   torch::Tensor values(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   // The actor's log p of b's targets (and entropies), logit_chunk_tokens positions at a time.
   token_logprobs actor_logprobs(const micro_batch& b, bool with_entropy);
@@ -133,6 +140,16 @@ class learner {
   // The final-norm hidden states of `model` over a micro-batch's tokens, in compute_dtype.
   torch::Tensor hidden_states(model::transformer& model, const torch::Tensor& input_ids,
                               const torch::Tensor& attention_mask) const;
+  // The model the forwards run for `master` (actor_ or critic_): its bfloat16 working copy where
+  // learner.bf16_working_weights is on, else the master itself.
+  model::transformer& forward_model(const std::shared_ptr<model::transformer>& master);
+  // Casts the master weights of `master` into its working copy (a no-op without copies). Each
+  // step calls it first, whatever changed the master since: an optimiser step, load_state, or
+  // a checkpoint read into the master's tensors (train --resume).
+  void refresh_working_copy(const std::shared_ptr<model::transformer>& master);
+  // Adds the working copy's gradients to the master weights' (float32) and clears them; a no-op
+  // without working copies.
+  void gradients_to_master(const std::shared_ptr<model::transformer>& master);
   // This rank's share of the samples (all of them alone).
   std::vector<episode_sample> share_of(const std::vector<episode_sample>& samples) const;
   // Sums the micro-batch and token counts over the ranks; throws learner_error when the batch
@@ -145,7 +162,16 @@ class learner {
   std::shared_ptr<model::transformer> actor_;
   std::shared_ptr<model::transformer> critic_;
   learner_options options_;
-  std::optional<torch::ScalarType> autocast_;  // compute_dtype other than float32
+  std::optional<torch::ScalarType> autocast_;  // compute_dtype other than float32, without working copies
+  // learner.bf16_working_weights: a bfloat16 training copy per model, its weights and the master
+  // model's in the same order (none without copies).
+  struct working_copy {
+    std::shared_ptr<model::transformer> model;
+    std::vector<torch::Tensor> params;
+    std::vector<torch::Tensor> master;
+  };
+  working_copy actor_work_, critic_work_;
+  working_copy& working_copy_of(const std::shared_ptr<model::transformer>& master);
   torch::Tensor value_weight_;  // [1, hidden]
   torch::Tensor value_bias_;    // [1]
   std::vector<torch::Tensor> actor_params_;

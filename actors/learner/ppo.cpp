@@ -106,6 +106,9 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
       if (with_entropy) entropy.narrow(0, start, len).copy_(lp.exp().mul_(lp).sum(-1).neg_());
     }
     ctx->save_for_backward({hidden, weight, t});
+    // An output the loss leaves out (the entropy, a metric unless entropy_coef is set) reaches the
+    // backward undefined rather than as zeros, so that its passes over [chunk, vocab] are skipped.
+    ctx->set_materialize_grads(false);
     ctx->saved_data["with_entropy"] = with_entropy;
     ctx->saved_data["chunk"] = chunk;
     if (!with_entropy) return {logp.view(targets.sizes())};
@@ -128,10 +131,13 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
     const torch::Tensor g_logp = grads[0].defined() ? grads[0].reshape({-1}) : torch::Tensor{};
     const torch::Tensor g_ent =
         with_entropy && grads.size() > 1 && grads[1].defined() ? grads[1].reshape({-1}) : torch::Tensor{};
-    const bool need_h = ctx->needs_input_grad(0);
-    const bool need_w = ctx->needs_input_grad(1);
+    const bool any = g_logp.defined() || g_ent.defined();
+    const bool need_h = any && ctx->needs_input_grad(0);
+    const bool need_w = any && ctx->needs_input_grad(1);
+    if (!need_h && !need_w) return {torch::Tensor{}, torch::Tensor{}, torch::Tensor{}, torch::Tensor{}, torch::Tensor{}};
     torch::Tensor grad_h = need_h ? torch::empty_like(h) : torch::Tensor{};
-    torch::Tensor grad_w = need_w ? torch::zeros_like(weight) : torch::Tensor{};  // accumulated in weight's dtype
+    // Summed over the chunks in float32 whatever the weight's dtype, rounded to it once at the end.
+    torch::Tensor grad_w = need_w ? torch::zeros_like(weight, weight.options().dtype(torch::kFloat32)) : torch::Tensor{};
     for (int64_t start = 0; start < n; start += chunk) {
       const int64_t len = std::min(chunk, n - start);
       const torch::Tensor hc = h.narrow(0, start, len);
@@ -150,9 +156,10 @@ struct chunked_logprobs : torch::autograd::Function<chunked_logprobs> {
       }
       const torch::Tensor dz_w = dz.to(w.scalar_type());
       if (need_h) grad_h.narrow(0, start, len).copy_(dz_w.mm(w));
-      if (need_w) grad_w.add_(dz_w.t().mm(hc).to(weight.scalar_type()));
+      if (need_w) grad_w.add_(dz_w.t().mm(hc));
     }
-    return {need_h ? grad_h.view(hidden.sizes()) : torch::Tensor{}, grad_w, torch::Tensor{}, torch::Tensor{},
+    return {need_h ? grad_h.view(hidden.sizes()) : torch::Tensor{},
+            need_w ? grad_w.to(weight.scalar_type()) : torch::Tensor{}, torch::Tensor{}, torch::Tensor{},
             torch::Tensor{}};
   }
 };

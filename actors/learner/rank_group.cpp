@@ -34,7 +34,8 @@ json options_json(const learner_options& o) {
           {"critic_lr", o.critic_lr},         {"weight_decay", o.weight_decay}, {"max_grad_norm", o.max_grad_norm},
           {"token_budget", o.token_budget},   {"ppo_epochs", o.ppo_epochs},     {"truncated", o.truncated},
           {"logit_chunk_tokens", o.logit_chunk_tokens}, {"activation_checkpointing", o.activation_checkpointing},
-          {"compute_dtype", o.compute_dtype}};
+          {"compute_dtype", o.compute_dtype}, {"bf16_working_weights", o.bf16_working_weights},
+          {"attention", o.attention},         {"fused_optimizer", o.fused_optimizer}};
 }
 
 learner_options options_of(const json& j) {
@@ -56,6 +57,9 @@ learner_options options_of(const json& j) {
   o.logit_chunk_tokens = j.at("logit_chunk_tokens");
   o.activation_checkpointing = j.at("activation_checkpointing");
   o.compute_dtype = j.at("compute_dtype");
+  o.bf16_working_weights = j.at("bf16_working_weights");
+  o.attention = j.at("attention");
+  o.fused_optimizer = j.at("fused_optimizer");
   o.truncated = j.at("truncated");
   return o;
 }

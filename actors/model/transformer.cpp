@@ -29,8 +29,9 @@ struct linear {
 // autocast against float32 weights) goes to ATen's rms_norm: the same arithmetic, in one fused
 // kernel each way on CUDA instead of about eight forward and a dozen backward. Other dtypes keep
 // transformers' two roundings (to x's dtype, then the product with the weight).
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  if (x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32) {
+// `fused` takes ATen's path in any dtype (a training copy's norms: transformer::training_copy).
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool fused = false) {
+  if (fused || (x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32)) {
     return at::rms_norm(x, {x.size(-1)}, weight, eps);
   }
   torch::Tensor h = x.to(torch::kFloat32);
@@ -300,6 +301,7 @@ struct transformer::layers {
   struct block {
     torch::Tensor input_norm, post_norm, q_norm, k_norm;
     linear q, k, v, o, gate, up, down;
+    bool fused_norm = false;  // a training copy's (transformer::training_copy)
 
     // The attention inputs for the residual stream x [B, T, hidden]: q [B, heads, T, D] and
     // k, v [B, kv_heads, T, D], with Qwen3's q/k norm and the rope of these positions applied.
@@ -307,13 +309,13 @@ struct transformer::layers {
         const model_config& c, const torch::Tensor& x, const torch::Tensor& cos,
         const torch::Tensor& sin) const {
       const int64_t B = x.size(0), T = x.size(1), D = c.head_dim;
-      const torch::Tensor h = rms_norm(x, input_norm, c.rms_norm_eps);
+      const torch::Tensor h = rms_norm(x, input_norm, c.rms_norm_eps, fused_norm);
       torch::Tensor qs = q(h).view({B, T, c.num_attention_heads, D});
       torch::Tensor ks = k(h).view({B, T, c.num_key_value_heads, D});
       torch::Tensor vs = v(h).view({B, T, c.num_key_value_heads, D}).transpose(1, 2);
       if (c.qk_norm) {
-        qs = rms_norm(qs, q_norm, c.rms_norm_eps);
-        ks = rms_norm(ks, k_norm, c.rms_norm_eps);
+        qs = rms_norm(qs, q_norm, c.rms_norm_eps, fused_norm);
+        ks = rms_norm(ks, k_norm, c.rms_norm_eps, fused_norm);
       }
       return {apply_rope(qs.transpose(1, 2), cos, sin), apply_rope(ks.transpose(1, 2), cos, sin), vs};
     }
@@ -323,7 +325,7 @@ struct transformer::layers {
     torch::Tensor finish(const model_config& c, const torch::Tensor& x, const torch::Tensor& a) const {
       const int64_t B = x.size(0), T = x.size(1);
       torch::Tensor out = x + o(a.transpose(1, 2).reshape({B, T, c.num_attention_heads * c.head_dim}));
-      const torch::Tensor h = rms_norm(out, post_norm, c.rms_norm_eps);
+      const torch::Tensor h = rms_norm(out, post_norm, c.rms_norm_eps, fused_norm);
       return out + down(torch::silu(gate(h)) * up(h));
     }
 
@@ -387,6 +389,7 @@ struct transformer::layers {
   torch::Tensor inv_freq;  // float32 on the device
   double attention_scaling = 1.0;
   std::vector<slot> slots;  // every weight under its Hugging Face name, in checkpoint order
+  bool fused_norm = false;  // the final norm's; the blocks carry their own
 
   // The rotary tables of `positions` [B, T] (int64): cos and sin [B, T, head_dim] in `dtype`.
   std::pair<torch::Tensor, torch::Tensor> rope(const torch::Tensor& positions, torch::ScalarType dtype) const {
@@ -727,6 +730,20 @@ std::shared_ptr<transformer> transformer::load(const std::filesystem::path& dir,
   return model;
 }
 
+std::shared_ptr<transformer> transformer::training_copy(torch::ScalarType dtype) const {
+  std::shared_ptr<transformer> copy(new transformer(config_, device_, dtype));
+  layers& L = *copy->layers_;
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < L.slots.size(); ++i) {
+    *L.slots[i].tensor = layers_->slots[i].tensor->to(dtype, /*non_blocking=*/false, /*copy=*/true).set_requires_grad(true);
+  }
+  if (config_.tie_word_embeddings) L.lm_head = L.embed;
+  L.fused_norm = true;
+  for (auto& b : L.blocks) b.fused_norm = true;
+  copy->version_ = version_;
+  return copy;
+}
+
 kv_cache transformer::new_cache() const { return kv_cache{}; }
 
 torch::Tensor transformer::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
@@ -781,7 +798,7 @@ torch::Tensor transformer::hidden_states(const torch::Tensor& input_ids, const t
       x = b.run(c, x, cos, sin, mask);
     }
   }
-  return rms_norm(x, L.norm, c.rms_norm_eps);
+  return rms_norm(x, L.norm, c.rms_norm_eps, L.fused_norm);
 }
 
 torch::Tensor transformer::step(const std::vector<std::vector<int64_t>>& tokens,

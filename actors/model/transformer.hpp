@@ -94,6 +94,13 @@ class transformer {
   static std::shared_ptr<transformer> load(const std::filesystem::path& dir, torch::Device device,
                                            torch::ScalarType dtype);
 
+  // A copy for training: the same config and device, every weight cast to `dtype` as a leaf that
+  // requires grad, and RMSNorm as ATen's fused rms_norm in that dtype (one rounding, as float32
+  // models run it) instead of transformers' two. The learner's bfloat16 working weights
+  // (learner.bf16_working_weights) are such a copy, refreshed with load_weights; inference parity
+  // with transformers holds for load()ed models only.
+  std::shared_ptr<transformer> training_copy(torch::ScalarType dtype) const;
+
   const model_config& config() const { return config_; }
   torch::Device device() const { return device_; }
   torch::ScalarType dtype() const { return dtype_; }

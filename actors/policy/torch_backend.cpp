@@ -102,6 +102,14 @@ torch_backend::torch_backend(const policy_settings& settings)
                model_->config().vocab_size, format.name());
 }
 
+torch_backend::~torch_backend() {
+  const model::engine_stats s = engine_->stats();
+  spdlog::info("policy: torch backend done: {} prefill steps ({} tokens prefilled, {} from the cache), {} decode steps "
+               "({} tokens, largest batch {}), {} evictions, {} decode pool slot handovers",
+               s.prefill_steps, s.prefilled_tokens, s.cached_tokens, s.decode_steps, s.decoded_tokens,
+               s.largest_batch, s.evictions, s.slot_handovers);
+}
+
 policy_response torch_backend::complete(const policy_request& request) {
   policy_response response;
   response.episode_id = request.episode_id;

@@ -38,6 +38,9 @@ class torch_backend final : public policy_backend {
   // model_dir, a bad device or a stop string that is not one token; model::model_error for a
   // checkpoint that cannot be used.
   explicit torch_backend(const policy_settings& settings);
+  // Logs what the engine did over the backend's life (prefill, cache reuse, decode steps,
+  // evictions, decode pool handovers): the one place a rollout shows how generation went.
+  ~torch_backend() override;
 
   policy_response complete(const policy_request& request) override;
   std::string name() const override { return "torch"; }

@@ -52,6 +52,7 @@ struct bench_learn_options {
   int64_t logit_chunk = learner::learner_options{}.logit_chunk_tokens;
   bool recompute_layers = learner::learner_options{}.activation_checkpointing;
   std::string compute_dtype = learner::learner_options{}.compute_dtype;
+  bool bf16_working_weights = learner::learner_options{}.bf16_working_weights;
   std::string attention = learner::learner_options{}.attention;
   bool fused_optimizer = learner::learner_options{}.fused_optimizer;
   int profile_top = 0;  // > 0: one more step under the profiler, its N costliest names
@@ -163,6 +164,8 @@ int run_bench_learn(bench_learn_options opt) {
   for (const auto& s : stages)
     if (s != "rft" && s != "ppo") throw usage_error{"--stages: '" + s + "' is not rft or ppo"};
   const bool bf16 = opt.compute_dtype == "bfloat16";
+  if (opt.bf16_working_weights && !bf16)
+    throw usage_error{"--bf16-working-weights true needs --compute-dtype bfloat16"};
   // The H200's dense peaks: fp32 without tensor cores, bf16 on them.
   const double peak = opt.peak_tflops > 0 ? opt.peak_tflops : (cuda ? (bf16 ? 989.0 : 67.0) : 0.0);
 
@@ -182,9 +185,10 @@ int run_bench_learn(bench_learn_options opt) {
   if (!opt.json)
     std::printf(
         "bench learn: %s (random fp32 weights), %s, %d episode(s) per step, %d timed steps per cell, "
-        "logits %lld positions at a time, activation checkpointing %s, compute %s, attention %s, fused optimizer %s\n",
+        "logits %lld positions at a time, activation checkpointing %s, compute %s%s, attention %s, fused optimizer %s\n",
         opt.shape.c_str(), device.str().c_str(), opt.episodes, opt.repeats, static_cast<long long>(opt.logit_chunk),
-        opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str(), opt.attention.c_str(),
+        opt.recompute_layers ? "on" : "off", opt.compute_dtype.c_str(),
+        opt.bf16_working_weights ? " (bfloat16 working weights)" : "", opt.attention.c_str(),
         opt.fused_optimizer ? "on" : "off");
   if (!opt.json)
     std::printf("%-5s %8s %14s %12s %10s %7s %9s  %s\n", "stage", "tokens", "step s (min-max)", "tokens/s", "TFLOP/s",
@@ -200,6 +204,7 @@ int run_bench_learn(bench_learn_options opt) {
         options.logit_chunk_tokens = opt.logit_chunk;
         options.activation_checkpointing = opt.recompute_layers;
         options.compute_dtype = opt.compute_dtype;
+        options.bf16_working_weights = opt.bf16_working_weights;
         options.attention = opt.attention;
         options.fused_optimizer = opt.fused_optimizer;
         learner::learner l{actor, critic, options};
@@ -279,7 +284,8 @@ int run_bench_learn(bench_learn_options opt) {
   if (opt.json)
     std::cout << nlohmann::json{{"shape", opt.shape}, {"device", device.str()}, {"peak_tflops", peak}, {"logit_chunk_tokens", opt.logit_chunk},
                                  {"activation_checkpointing", opt.recompute_layers},
-                                 {"compute_dtype", opt.compute_dtype}, {"attention", opt.attention},
+                                 {"compute_dtype", opt.compute_dtype},
+                                 {"bf16_working_weights", opt.bf16_working_weights}, {"attention", opt.attention},
                                  {"fused_optimizer", opt.fused_optimizer}, {"rows", rows}}
                      .dump()
               << "\n";
@@ -311,6 +317,9 @@ void add_bench_learn_command(CLI::App& bench, invocation& inv) {
                   "Recompute each layer in the backward (learner.activation_checkpointing): true or false");
   cmd->add_option("--compute-dtype", opt->compute_dtype, "learner.compute_dtype: float32 or bfloat16 (autocast)")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
+  cmd->add_option("--bf16-working-weights", opt->bf16_working_weights,
+                  "With --compute-dtype bfloat16: compute on bfloat16 copies of the models refreshed once a step "
+                  "(learner.bf16_working_weights): true or false");
   cmd->add_option("--attention", opt->attention, "learner.attention: default (flash first) or cudnn")
       ->check(CLI::IsMember({"default", "cudnn"}));
   cmd->add_option("--fused-optimizer", opt->fused_optimizer,

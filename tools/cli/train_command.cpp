@@ -624,6 +624,7 @@ int run_train(const settings& config, const train_flags& flags) {
   options.logit_chunk_tokens = config.get_int("learner.logit_chunk_tokens");
   options.activation_checkpointing = config.get_bool("learner.activation_checkpointing");
   options.compute_dtype = config.get_string("learner.compute_dtype");
+  options.bf16_working_weights = config.get_bool("learner.bf16_working_weights");
   options.attention = config.get_string("learner.attention");
   options.fused_optimizer = config.get_bool("learner.fused_optimizer");
   learner::learner trainer{actor, critic, options};

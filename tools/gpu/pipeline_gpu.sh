@@ -13,7 +13,8 @@
 #   STAGE=smoke    what every change to skills/, kernels/ or actors/ must pass, from a fresh
 #                  machine in about 4 minutes: the build with the CUDA build test, the GPU red
 #                  team, `check` of three bench demonstrations (each r >= 1), a 4-episode
-#                  demonstration rollout and its hermetic replay. When every part passes it writes
+#                  demonstration rollout and its hermetic replay, and a `--policy torch` rollout
+#                  on cuda with the decode pool and CUDA graphs (test_gpu_torch_rollout.py). When every part passes it writes
 #                  $OUT_DIR/gpu-smoke.json (commit it as docs/gpu-smoke.json) with the content
 #                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json.
 #                  SMOKE_PART=first, then SMOKE_PART=rest on the same warm machine, splits it in two calls.
@@ -242,6 +243,9 @@ if [ "$stage" = smoke ] && [ "$smoke_part" != first ]; then
     --tasks "${SMOKE_TASKS:-bench_0[1-4]*}" --episodes 4 --concurrency 4 --log "$log" --run-id smoke \
     > "$out/rollout.txt" 2> "$out/rollout.err"
   step timeout "${REPLAY_S:-90}" "$bin" replay "$log" > "$out/replay.txt" 2>&1
+  # The torch policy on cuda: a rollout of more episodes than decode pool slots, with CUDA graphs.
+  CUDA_AGENT_BINARY=$PWD/$bin CUDA_AGENT_BUILD_DIR=$PWD/build-gpu/tests/actors/model step timeout "${TORCH_S:-240}" \
+    "$PYTHON" -m pytest -q -s -p no:cacheprovider tests/actors/model/test_gpu_torch_rollout.py > "$out/torch_rollout.log" 2>&1
   # Over both calls, where the smoke was split: the record's seconds are the parts' sum.
   seconds=$(awk '/^step .* rc=-?[0-9]+ in [0-9]+ s$/ { s += $(NF - 1) } END { print s + 0 }' "$out/steps.txt")
   "$PYTHON" tools/gpu/smoke_record.py --steps "$out/steps.txt" --digest "$digest" --commit "${COMMIT:-unknown}" \

@@ -14,7 +14,8 @@ import re
 import subprocess
 
 PARTS = [("build", "build_and_test.sh"), ("redteam_gpu", "test_redteam_gpu.py"),
-         ("checks", "check_demos.sh"), ("rollout", " rollout "), ("replay", " replay ")]
+         ("checks", "check_demos.sh"), ("rollout", " rollout "), ("replay", " replay "),
+         ("torch_policy", "test_gpu_torch_rollout.py")]
 
 
 def read_steps(path):

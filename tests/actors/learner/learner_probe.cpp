@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
     options.ppo.is_cap = o.at("is_cap");
     options.activation_checkpointing = o.value("activation_checkpointing", false);
     options.compute_dtype = o.value("compute_dtype", std::string("float32"));
+    options.bf16_working_weights = o.value("bf16_working_weights", false);
     learner::learner l{actor, critic, options};
     const auto samples = read_samples(argv[2]);
     for (int i = 5; i < argc; ++i) {

@@ -2,9 +2,11 @@
 row per stage and length with positive rates whose FLOP figure follows from the shape, and bad
 input is a one-line error with status 2. The H200 numbers are in docs/benchmarks.md."""
 import json
+import pathlib
 import subprocess
 import sys
-import pathlib
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
 from test_torch_policy import binary  # noqa: E402
@@ -56,6 +58,19 @@ def test_attention_choice_changes_nothing_on_cpu():
     assert [r["first_step"] for r in runs[0]["rows"]] == [r["first_step"] for r in runs[1]["rows"]]
 
 
+def test_bf16_working_weights_are_reported_and_train_in_bfloat16():
+    """--bf16-working-weights: the first steps' losses sit within bfloat16 rounding of autocast's,
+    and are not autocast's to the bit (the copies computed)."""
+    runs = [json.loads(run(["--device", "cpu", "--shape", "tiny", "--tokens", "64", "--repeats", "1",
+                            "--compute-dtype", "bfloat16", "--bf16-working-weights", v, "--json"]).stdout)
+            for v in ("false", "true")]
+    assert [r["bf16_working_weights"] for r in runs] == [False, True]
+    autocast, copies = ([r["first_step"] for r in run_["rows"]] for run_ in runs)
+    assert autocast != copies
+    for a, c in zip(autocast, copies):
+        assert c["loss"] == pytest.approx(a["loss"], rel=2e-2, abs=1e-3), (a, c)
+
+
 def test_activation_checkpointing_is_reported():
     done = run(["--device", "cpu", "--shape", "tiny", "--tokens", "64", "--repeats", "1", "--stages", "ppo",
                 "--activation-checkpointing", "true", "--json"])
@@ -68,7 +83,8 @@ def test_bad_input_is_a_one_line_error():
     for args, word in ((["--tokens", "abc"], "--tokens"), (["--tokens", "64x"], "--tokens"),
                        (["--tokens", "64,,128"], "--tokens"), (["--stages", "sft"], "--stages"),
                        (["--repeats", "0"], "--repeats"), (["--shape", "gpt5"], "--shape"),
-                       (["--attention", "fa9"], "--attention")):
+                       (["--attention", "fa9"], "--attention"),
+                       (["--bf16-working-weights", "true"], "--bf16-working-weights")):
         done = run(["--device", "cpu", *args])
         assert done.returncode == 2 and word in done.stderr, (args, done.stderr)
         assert done.stderr.strip().count("\n") == 0, done.stderr

@@ -198,8 +198,10 @@ def test_bfloat16_compute_keeps_float32_weights_and_recomputes_in_bfloat16(tmp_p
     make_model(tmp_path / "model")
     samples = make_samples()
     grads = {}
+    copies = {"compute_dtype": "bfloat16", "bf16_working_weights": True}
     for name, extra in (("fp32", {}), ("bf16", {"compute_dtype": "bfloat16"}),
-                        ("bf16_recomputed", {"compute_dtype": "bfloat16", "activation_checkpointing": True})):
+                        ("bf16_recomputed", {"compute_dtype": "bfloat16", "activation_checkpointing": True}),
+                        ("copies", copies), ("copies_recomputed", dict(copies, activation_checkpointing=True))):
         run_dir = tmp_path / name
         run_dir.mkdir()
         (run_dir / "model").symlink_to(tmp_path / "model")
@@ -209,7 +211,7 @@ def test_bfloat16_compute_keeps_float32_weights_and_recomputes_in_bfloat16(tmp_p
         assert all(t.dtype == torch.float32 for t in got.values())
         grads[name] = {k: v for k, v in got.items() if "_grad." in k}
     names = sorted(grads["fp32"])
-    assert len(names) > 10 and names == sorted(grads["bf16"]) == sorted(grads["bf16_recomputed"])
+    assert len(names) > 10 and all(sorted(g) == names for g in grads.values())
     flat = {k: torch.cat([g[n].flatten() for n in names]) for k, g in grads.items()}
     rel = lambda a, b: ((a - b).norm() / b.norm()).item()  # noqa: E731
     bf16_vs_fp32 = rel(flat["bf16"], flat["fp32"])
@@ -217,12 +219,25 @@ def test_bfloat16_compute_keeps_float32_weights_and_recomputes_in_bfloat16(tmp_p
     print(f"|bf16 - fp32| / |fp32| = {bf16_vs_fp32:.3g}; |recomputed - stored| / |stored| = {recomputed_vs_stored:.3g}")
     assert 1e-4 < bf16_vs_fp32 < 5e-2
     assert recomputed_vs_stored < bf16_vs_fp32 / 20
+    # learner.bf16_working_weights: the whole forward in bfloat16 on copies (residual stream and
+    # norms too), the gradients returned to the float32 master weights (the probe writes the
+    # master's). Further from float32 than autocast, within bfloat16's reach, and not autocast's.
+    copies_vs_fp32 = rel(flat["copies"], flat["fp32"])
+    copies_vs_autocast = rel(flat["copies"], flat["bf16"])
+    print(f"|copies - fp32| / |fp32| = {copies_vs_fp32:.3g}; |copies - autocast| / |autocast| = {copies_vs_autocast:.3g}")
+    assert 1e-4 < copies_vs_fp32 < 5e-2
+    assert copies_vs_autocast > 1e-4
+    assert rel(flat["copies_recomputed"], flat["copies"]) < copies_vs_fp32 / 20
 
 
-def test_rft_lowers_the_loss_it_trains_on(tmp_path):
+# With bfloat16 working weights the loss is computed on the copies: it falls only if each
+# optimiser step's master weights reach them.
+@pytest.mark.parametrize("extra", [{}, {"compute_dtype": "bfloat16", "bf16_working_weights": True}],
+                         ids=["float32", "bf16_working_weights"])
+def test_rft_lowers_the_loss_it_trains_on(tmp_path, extra):
     make_model(tmp_path / "model")
     samples = make_samples()
-    result, _ = run_probe(tmp_path, samples, dict(OPTIONS, actor_lr=3e-3), *["rft"] * 8)
+    result, _ = run_probe(tmp_path, samples, dict(OPTIONS, actor_lr=3e-3, **extra), *["rft"] * 8)
     assert result.returncode == 0, result.stderr
     losses = [json.loads(line)["sft_loss"] for line in result.stdout.splitlines()]
     assert losses[-1] < losses[0] - 0.1, losses
@@ -238,3 +253,6 @@ def test_drop_leaves_truncated_episodes_out_and_bad_options_are_one_line_errors(
     result, _ = run_probe(tmp_path, samples, dict(OPTIONS, truncated="ignore"), "value")
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
     assert "learner.truncated must be penalty, reward or drop" in result.stderr
+    result, _ = run_probe(tmp_path, samples, dict(OPTIONS, bf16_working_weights=True), "value")
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "learner.bf16_working_weights needs learner.compute_dtype = bfloat16" in result.stderr

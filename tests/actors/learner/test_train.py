@@ -128,6 +128,27 @@ def test_a_run_killed_between_steps_resumes_with_the_same_losses(recorded, scrat
     assert losses(metrics(out)) == losses(metrics(straight))
 
 
+def test_bf16_working_weights_resume_from_the_checkpoint_weights(recorded, scratch):
+    """learner.bf16_working_weights: the bfloat16 copies are made when the learner is, before
+    --resume reads the checkpoint into the master weights; the first resumed step must still run
+    on the checkpoint's weights, so the losses are those of the uninterrupted run."""
+    model_dir, log = recorded
+    copies = ("--set", "learner.compute_dtype=bfloat16", "--set", "learner.bf16_working_weights=true")
+    straight = scratch / "straight-bf16-copies"
+    done = train(model_dir, log, straight, *copies)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = scratch / "killed-bf16-copies"
+    proc = train(model_dir, log, out, *copies, wait=False)
+    wait_for_steps(proc, out, 3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(metrics(out)) < sum(STEPS.values())
+    resumed = train(model_dir, log, out, *copies, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stderr
+    assert losses(metrics(out)) == losses(metrics(straight))
+
+
 def test_a_learner_process_killed_mid_run_is_restarted_in_place_with_the_same_losses(recorded, scratch):
     """SIGKILL to the learner process, not to train: its supervisor starts it again from the
     newest checkpoint, the run completes by itself, and its losses are the uninterrupted run's."""
