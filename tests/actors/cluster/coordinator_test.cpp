@@ -3,7 +3,9 @@
 // and the network, are in test_nodes.py and test_node_faults.py.)
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -19,23 +21,38 @@ using namespace std::chrono_literals;
 
 const std::string token = "the-cluster-token-0123456789";
 
+// The coordinator sends its records to the recorder without waiting, so a record may arrive after
+// the answer that caused it: readers wait for the count they expect, never a fixed sleep.
 struct logged {
   std::mutex mutex;
+  std::condition_variable arrived;
   std::vector<recorded_message> records;
-  std::vector<std::string> leave_reasons() {
-    std::lock_guard<std::mutex> lock{mutex};
+
+  void keep(recorded_message r) {
+    {
+      std::lock_guard<std::mutex> lock{mutex};
+      records.push_back(std::move(r));
+    }
+    arrived.notify_all();
+  }
+
+  // The reasons of the node_leave records once `expected` have come (or 10 s passed), and
+  // anything that came after them.
+  std::vector<std::string> leave_reasons(size_t expected) {
+    std::unique_lock<std::mutex> lock{mutex};
     std::vector<std::string> reasons;
-    for (const auto& r : records)
-      if (r.type == "node_leave") reasons.push_back(decode<node_leave>(r.payload).reason);
+    arrived.wait_for(lock, std::chrono::seconds(10), [&] {
+      reasons.clear();
+      for (const auto& r : records)
+        if (r.type == "node_leave") reasons.push_back(decode<node_leave>(r.payload).reason);
+      return reasons.size() >= expected;
+    });
     return reasons;
   }
 };
 
 recorder_actor::behavior_type keeping_recorder(recorder_actor::pointer, std::shared_ptr<logged> log) {
-  return {[log](record_atom, recorded_message& r) {
-            std::lock_guard<std::mutex> lock{log->mutex};
-            log->records.push_back(std::move(r));
-          },
+  return {[log](record_atom, recorded_message& r) { log->keep(std::move(r)); },
           [](flush_atom) {}};
 }
 
@@ -112,6 +129,18 @@ struct coordinator_fixture : ::testing::Test {
     self->request(pool, 5s, pool_stats_atom::value).receive([&](pool_stats& s) { n = s.capacity; }, [](caf::error&) {});
     return n;
   }
+
+  // Workers join and leave the pool by messages of their own: ask until the capacity is
+  // `expected` or 10 s have passed, and give the last answer.
+  int32_t capacity_once(caf::scoped_actor& self, const elastic_gpu_pool_actor& pool, int32_t expected) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    int32_t n = capacity(self, pool);
+    while (n != expected && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+      n = capacity(self, pool);
+    }
+    return n;
+  }
 };
 
 TEST_F(coordinator_fixture, a_join_that_does_not_prove_the_token_is_refused_logged_and_given_nothing) {
@@ -137,7 +166,7 @@ TEST_F(coordinator_fixture, a_join_that_does_not_prove_the_token_is_refused_logg
   EXPECT_NE(join(self, offer("node-a", "made-up", node_proof(token, "made-up", "node-a")), node).find("expired nonce"),
             std::string::npos);
   EXPECT_EQ(capacity(self, gpu), 0) << "a refused node must add no slot";
-  const auto reasons = log->leave_reasons();
+  const auto reasons = log->leave_reasons(5);
   ASSERT_EQ(reasons.size(), 5u);
   for (const auto& r : reasons) EXPECT_EQ(r.rfind("refused: ", 0), 0u) << r;
   caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
@@ -149,8 +178,7 @@ TEST_F(coordinator_fixture, an_admitted_node_s_workers_reach_the_pools_and_leave
   const auto c = hello(self, "node-a");
   EXPECT_NE(join(self, offer("node-a", c.nonce, node_proof(token, c.nonce, "node-a")), node).find("joined as node-a"),
             std::string::npos);
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(capacity(self, gpu), 1);
+  EXPECT_EQ(capacity_once(self, gpu, 1), 1);
   // Status needs a proof of its own.
   const auto s = hello(self, status_caller);
   cluster_status status;
@@ -170,9 +198,8 @@ TEST_F(coordinator_fixture, an_admitted_node_s_workers_reach_the_pools_and_leave
   EXPECT_EQ(told, 1);
   // The node is lost: its workers leave the pools, and the log says so.
   caf::anon_send_exit(node, caf::exit_reason::kill);
-  std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(capacity(self, gpu), 0);
-  const auto reasons = log->leave_reasons();
+  EXPECT_EQ(capacity_once(self, gpu, 0), 0);
+  const auto reasons = log->leave_reasons(1);
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_EQ(reasons[0].rfind("lost: ", 0), 0u) << reasons[0];
 }
