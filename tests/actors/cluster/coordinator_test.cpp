@@ -132,7 +132,7 @@ struct coordinator_fixture : ::testing::Test {
 
   // Workers join and leave the pool by messages of their own: ask until the capacity is
   // `expected` or 10 s have passed, and give the last answer.
-  int32_t capacity_once(caf::scoped_actor& self, const elastic_gpu_pool_actor& pool, int32_t expected) {
+  int32_t await_capacity(caf::scoped_actor& self, const elastic_gpu_pool_actor& pool, int32_t expected) {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     int32_t n = capacity(self, pool);
     while (n != expected && std::chrono::steady_clock::now() < deadline) {
@@ -178,7 +178,7 @@ TEST_F(coordinator_fixture, an_admitted_node_s_workers_reach_the_pools_and_leave
   const auto c = hello(self, "node-a");
   EXPECT_NE(join(self, offer("node-a", c.nonce, node_proof(token, c.nonce, "node-a")), node).find("joined as node-a"),
             std::string::npos);
-  EXPECT_EQ(capacity_once(self, gpu, 1), 1);
+  EXPECT_EQ(await_capacity(self, gpu, 1), 1);
   // Status needs a proof of its own.
   const auto s = hello(self, status_caller);
   cluster_status status;
@@ -198,7 +198,7 @@ TEST_F(coordinator_fixture, an_admitted_node_s_workers_reach_the_pools_and_leave
   EXPECT_EQ(told, 1);
   // The node is lost: its workers leave the pools, and the log says so.
   caf::anon_send_exit(node, caf::exit_reason::kill);
-  EXPECT_EQ(capacity_once(self, gpu, 0), 0);
+  EXPECT_EQ(await_capacity(self, gpu, 0), 0);
   const auto reasons = log->leave_reasons(1);
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_EQ(reasons[0].rfind("lost: ", 0), 0u) << reasons[0];
