@@ -17,7 +17,7 @@
 #                  on cuda with the decode pool and CUDA graphs (test_gpu_torch_rollout.py). When every part passes it writes
 #                  $OUT_DIR/gpu-smoke.json (commit it as docs/gpu-smoke.json) with the content
 #                  digest of skills/, kernels/ and actors/ as they were run; else gpu-smoke-failed.json.
-#                  SMOKE_PART=first, then SMOKE_PART=rest on the same warm machine, splits it in two calls.
+#                  SMOKE_PART=first, then SMOKE_PART=rest, splits it in two calls (see SMOKE_STATE below).
 #   STAGE=learn    config/examples/learn-bench.toml (LEARN_CONFIG): a tiny random model learns the
 #                  bench demonstrations by RFT, then live PPO, with greedy evaluations between
 #                  (train --out LEARN_OUT, default runs/learn-bench on the machine); builds first
@@ -59,23 +59,32 @@ wants() { [ "$stage" = "$1" ] || { [ "$stage" = all ] && [ "$1" != corpus ]; }; 
 # The digest of the GPU-relevant sources, taken before anything runs (docs/ARCHITECTURE.md, "On the GPU host"; the same command
 # checks docs/gpu-smoke.json against a tree).
 digest=$(find skills kernels actors -type f ! -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
-# SMOKE_PART=first runs the smoke's build, red team and checks and keeps their results on the
-# machine (runs/smoke-state, with the digest); SMOKE_PART=rest, the next call on the same warm
-# machine, runs the rollout and its replay and writes the record of both calls, refusing when the
-# sources changed in between. For machines on which the whole smoke does not fit one call.
+# SMOKE_PART=first runs the smoke's build, red team and checks and keeps their results in
+# SMOKE_STATE (default runs/smoke-state: steps, checks, the digest and the GPU's name);
+# SMOKE_PART=rest runs the rollout, its replay and the torch rollout and writes the record of both
+# calls, refusing when the sources changed in between. For machines on which the whole smoke does
+# not fit one call. The rest runs best on the same warm machine; where that machine was given back,
+# carry the first part's state folder to a fresh one (a git-ignored path under runs/) and the
+# rest builds build-gpu/ again before it runs; the record then names both GPUs.
 smoke_part=${SMOKE_PART:-all}
-smoke_state=runs/smoke-state
+smoke_state=${SMOKE_STATE:-runs/smoke-state}
 if [ "$stage" = smoke ]; then
   rm -f "$out/steps.txt"
   case "$smoke_part" in
     all|first) ;;
     rest)
-      if [ "$(cat "$smoke_state/digest" 2>/dev/null)" != "$digest" ] || [ ! -x build-gpu/tools/cuda-agent ]; then
-        echo "SMOKE_PART=rest needs SMOKE_PART=first of the same sources on this machine first" >&2
+      if [ "$(cat "$smoke_state/digest" 2>/dev/null)" != "$digest" ]; then
+        echo "SMOKE_PART=rest needs the state of SMOKE_PART=first of the same sources ($smoke_state/digest, $digest): run the first part, or carry its state folder" >&2
         exit 2
       fi
       cp "$smoke_state/steps.txt" "$out/steps.txt"
-      cp "$smoke_state/checks.txt" "$out/checks.txt" ;;
+      cp "$smoke_state/checks.txt" "$out/checks.txt"
+      split=same
+      if [ ! -x build-gpu/tools/cuda-agent ]; then  # a fresh machine: the first part's build is not here
+        split=another
+        OUT_DIR="$out" BUILD_DIR=build-gpu BENCH_BUILD=0 step timeout "${BUILD_S:-300}" bash tools/gpu/build_and_test.sh \
+          -R 'BuildTest.Cuda'
+      fi ;;
     *) echo "SMOKE_PART must be all, first or rest, not '$smoke_part'" >&2; exit 2 ;;
   esac
 fi
@@ -234,7 +243,8 @@ if [ "$stage" = smoke ] && [ "$smoke_part" = first ]; then
   rm -rf "$smoke_state" && mkdir -p "$smoke_state"
   cp "$out/steps.txt" "$out/checks.txt" "$smoke_state/"
   echo "$digest" > "$smoke_state/digest"
-  echo "first part done; run SMOKE_PART=rest next, on this machine" >&2
+  nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 > "$smoke_state/host"
+  echo "first part done; run SMOKE_PART=rest next (on this machine, or carry $smoke_state to another)" >&2
 fi
 if [ "$stage" = smoke ] && [ "$smoke_part" != first ]; then
   log=$out/smoke_rollout_log
@@ -246,9 +256,10 @@ if [ "$stage" = smoke ] && [ "$smoke_part" != first ]; then
   # The torch policy on cuda: a rollout of more episodes than decode pool slots, with CUDA graphs.
   CUDA_AGENT_BINARY=$PWD/$bin CUDA_AGENT_BUILD_DIR=$PWD/build-gpu/tests/actors/model step timeout "${TORCH_S:-240}" \
     "$PYTHON" -m pytest -q -s -p no:cacheprovider tests/actors/model/test_gpu_torch_rollout.py > "$out/torch_rollout.log" 2>&1
+  split_args=(); [ "$smoke_part" = rest ] && split_args=(--split "$split" --first-host "$(cat "$smoke_state/host" 2>/dev/null)")
   # Over both calls, where the smoke was split: the record's seconds are the parts' sum.
   seconds=$(awk '/^step .* rc=-?[0-9]+ in [0-9]+ s$/ { s += $(NF - 1) } END { print s + 0 }' "$out/steps.txt")
   "$PYTHON" tools/gpu/smoke_record.py --steps "$out/steps.txt" --digest "$digest" --commit "${COMMIT:-unknown}" \
-    --seconds "$seconds" --checks "$out/checks.txt" --out "$out"
+    --seconds "$seconds" --checks "$out/checks.txt" --out "$out" "${split_args[@]}"
 fi
 cat "$out/steps.txt"

@@ -50,6 +50,10 @@ def main():
     ap.add_argument("--commit", required=True)
     ap.add_argument("--seconds", type=int, required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--split", choices=["same", "another"],
+                    help="where the smoke ran in two calls: whether SMOKE_PART=rest ran on the first part's "
+                         "machine or on another one (which built the tree again)")
+    ap.add_argument("--first-host", default="", help="the GPU that SMOKE_PART=first ran on")
     args = ap.parse_args()
     parts = read_steps(args.steps)
     rewards = read_checks(args.checks)
@@ -64,6 +68,8 @@ def main():
     record = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "commit": args.commit, "digest": args.digest, "host": gpu, "seconds": args.seconds,
               "passed": passed, "parts": parts}
+    if args.split:
+        record["split"] = {"rest_ran_on": f"{args.split} machine", "first_part_host": args.first_host or "unknown"}
     name = "gpu-smoke.json" if passed else "gpu-smoke-failed.json"
     with open(os.path.join(args.out, name), "w") as f:
         json.dump(record, f, indent=1, sort_keys=True)
