@@ -26,8 +26,12 @@ def read_steps(path):
             if not m:
                 continue
             for name, marker in PARTS:
-                if marker in m.group(1) and name not in parts:
-                    parts[name] = {"rc": int(m.group(2)), "seconds": int(m.group(3))}
+                if marker in m.group(1):
+                    # A part that ran twice (the build again where the rest of a split smoke ran
+                    # on another machine) passed only if each run did; its seconds are the sum.
+                    part = parts.setdefault(name, {"rc": 0, "seconds": 0})
+                    part["rc"] = part["rc"] or int(m.group(2))
+                    part["seconds"] += int(m.group(3))
     return parts
 
 

@@ -39,10 +39,9 @@ def write(tmp, steps, rewards):
 
 
 def record(tmp, *extra):
-    done = subprocess.run([sys.executable, str(RECORD), "--steps", str(tmp / "steps.txt"), "--checks",
+    return subprocess.run([sys.executable, str(RECORD), "--steps", str(tmp / "steps.txt"), "--checks",
                            str(tmp / "checks.txt"), "--digest", "0123456789abcdef", "--commit", "c0ffee",
                            "--seconds", "60", "--out", str(tmp), *extra], capture_output=True, text=True)
-    return done
 
 
 def test_every_part_is_known():
@@ -90,10 +89,23 @@ def test_a_split_smoke_names_where_its_rest_ran(tmp_path):
     assert done.returncode == 2 and "invalid choice" in done.stderr
 
 
-def smoke_rest(tmp, state):
+def test_a_part_that_ran_twice_passed_only_if_both_runs_did(tmp_path):
+    # The rest of a split smoke on another machine builds again: its build counts too.
+    steps = [(STEPS[p], 0) for p in parts_in_record()]
+    write(tmp_path, steps[:3] + [(STEPS["build"], 1)] + steps[3:], REWARDS)
+    done = record(tmp_path, "--split", "another")
+    assert done.returncode == 1
+    rec = json.loads((tmp_path / "gpu-smoke-failed.json").read_text())
+    assert rec["parts"]["build"] == {"rc": 1, "seconds": 20}
+
+
+def smoke(tmp, **env):
     return subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "STAGE": "smoke", "SMOKE_PART": "rest",
-                               "SMOKE_STATE": str(state), "OUT_DIR": str(tmp / "out")})
+                          env={"PATH": "/usr/bin:/bin", "STAGE": "smoke", "OUT_DIR": str(tmp / "out"), **env})
+
+
+def smoke_rest(tmp, state):
+    return smoke(tmp, SMOKE_PART="rest", SMOKE_STATE=str(state))
 
 
 def test_the_rest_refuses_a_first_part_of_other_sources(tmp_path):
@@ -112,7 +124,5 @@ def test_the_rest_refuses_without_a_first_part(tmp_path):
 
 
 def test_an_unknown_part_is_refused(tmp_path):
-    done = subprocess.run(["bash", str(PIPELINE)], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "STAGE": "smoke", "SMOKE_PART": "second",
-                               "OUT_DIR": str(tmp_path / "out")})
+    done = smoke(tmp_path, SMOKE_PART="second")
     assert done.returncode == 2 and "SMOKE_PART must be all, first or rest, not 'second'" in done.stderr
